@@ -1,0 +1,171 @@
+//! The fiber record and its park/unpark state machine.
+//!
+//! A fiber is an `Arc<Fiber>`. Exactly one [`Task`] for it exists while it is runnable or
+//! running (it sits in one queue, or is held by the processor running it); none exists while it
+//! is parked. Unparkers hold plain clones of the `Arc`.
+//!
+//! `state` has three values:
+//! - `EMPTY`: running, queued, or on its way to parking;
+//! - `NOTIFIED`: as `EMPTY`, plus a wake-up token the next park will consume;
+//! - `PARKED`: switched out and in no queue; the unparker that moves it back to `EMPTY` creates
+//!   the one `Task` for it.
+//!
+//! Only the processor that switched the fiber out stores `PARKED` (after the switch is complete),
+//! so a fiber can never be resumed on two threads at once.
+
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use corosensei::{Coroutine, Yielder};
+
+use super::local::LocalMap;
+use super::stack::FiberStack;
+use crate::runtime::ClusterShared;
+
+pub(crate) const EMPTY: u8 = 0;
+pub(crate) const NOTIFIED: u8 = 1;
+pub(crate) const PARKED: u8 = 2;
+
+/// Why a fiber switched back to its processor.
+pub(crate) enum Suspend {
+    /// `yield_now`: queue me on the cluster's yield queue.
+    Yield,
+    /// Park me unless a wake-up token is already there.
+    Park,
+    /// Queue me on another cluster.
+    Migrate(Arc<ClusterShared>),
+}
+
+pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), FiberStack>;
+pub(crate) type FiberYielder = Yielder<(), Suspend>;
+
+/// Everything the runtime knows about one fiber.
+pub(crate) struct Fiber {
+    /// Process-unique, never reused.
+    pub(crate) id: u64,
+    /// Given at spawn; shown in panics, stack-overflow reports and `Debug`.
+    pub(crate) name: Option<Arc<str>>,
+    /// `EMPTY`, `NOTIFIED` or `PARKED`; see the module docs.
+    pub(crate) state: AtomicU8,
+    /// Set by `JoinHandle::cancel`; sticky.
+    pub(crate) cancelled: AtomicBool,
+    /// The cluster the fiber runs on. Written only by the processor handling a `Migrate` (while
+    /// the fiber is switched out and not parked); read by whoever holds its `Task`.
+    pub(crate) cluster: UnsafeCell<Arc<ClusterShared>>,
+    /// The coroutine: touched only by the holder of the fiber's `Task`.
+    pub(crate) coroutine: UnsafeCell<Option<FiberCoroutine>>,
+    /// Set by the coroutine when it starts; used by the fiber itself to switch out.
+    pub(crate) yielder: Cell<*const FiberYielder>,
+    /// Fiber-local values: touched only by the fiber itself.
+    pub(crate) locals: UnsafeCell<LocalMap>,
+    /// The stack's guard page `[low, high)` and usable size, for overflow reports.
+    pub(crate) guard: (usize, usize),
+    pub(crate) stack_size: usize,
+}
+
+// SAFETY: the fields that are not thread-safe (`cluster`, `coroutine`, `yielder`, `locals`) are
+// only touched by the one thread that holds the fiber's Task or is running the fiber, as the
+// state machine in the module docs guarantees; the hand-off between threads goes through the
+// queues' and `state`'s release/acquire edges. What runs *inside* the coroutine may be `!Send`
+// and move between threads: that is the fiber contract written on `crate::spawn`.
+unsafe impl Send for Fiber {}
+// SAFETY: as above; shared access from other threads is limited to the atomics and `id`/`name`.
+unsafe impl Sync for Fiber {}
+
+impl Drop for Fiber {
+    fn drop(&mut self) {
+        if let Some(co) = self.coroutine.get_mut().take() {
+            if co.started() && !co.done() {
+                // A suspended fiber that nobody can wake any more. Unwinding it here would run
+                // its destructors on whatever thread dropped the last reference, and reusing
+                // its stack is unsafe while in-flight I/O may point into it: leak both.
+                std::mem::forget(co);
+            }
+        }
+    }
+}
+
+/// A runnable fiber. The scheduling policies move these between queues; each is popped once.
+pub struct Task(pub(crate) Arc<Fiber>);
+
+impl Task {
+    /// The fiber's id, for policies that want to log or hash.
+    pub fn fiber_id(&self) -> u64 {
+        self.0.id
+    }
+}
+
+impl std::fmt::Debug for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Task(fiber {})", self.0.id)
+    }
+}
+
+/// A counted reference to a fiber, held by whoever may want to wake it.
+#[derive(Clone)]
+pub(crate) struct FiberRef(pub(crate) Arc<Fiber>);
+
+impl FiberRef {
+    pub(crate) fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    pub(crate) fn ptr_eq(&self, other: &FiberRef) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Wakes the fiber: schedules it if parked, else leaves it a token.
+    pub(crate) fn unpark(&self) {
+        unpark(&self.0);
+    }
+}
+
+/// The unpark half of the state machine.
+pub(crate) fn unpark(fiber: &Arc<Fiber>) {
+    let mut state = fiber.state.load(Ordering::Acquire);
+    loop {
+        let next = match state {
+            NOTIFIED => return,
+            EMPTY => NOTIFIED,
+            _ => EMPTY,
+        };
+        match fiber
+            .state
+            .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) if state == PARKED => {
+                crate::runtime::schedule(Task(fiber.clone()), crate::sched::Origin::Wake);
+                return;
+            }
+            Ok(_) => return,
+            Err(actual) => state = actual,
+        }
+    }
+}
+
+/// The processor's half, after the fiber switched out with `Suspend::Park`: park it for real,
+/// or give the task back if a token arrived in the meantime.
+pub(crate) fn finish_park(task: Task) -> Option<Task> {
+    match task
+        .0
+        .state
+        .compare_exchange(EMPTY, PARKED, Ordering::AcqRel, Ordering::Acquire)
+    {
+        Ok(_) => None,
+        Err(_) => {
+            // NOTIFIED: consume the token and keep the fiber runnable. Only the fiber's own
+            // processor moves it out of NOTIFIED to anything but NOTIFIED, so a store is enough.
+            task.0.state.store(EMPTY, Ordering::Release);
+            Some(task)
+        }
+    }
+}
+
+/// The fiber's half before switching out: consume a token if one is there.
+pub(crate) fn take_token(fiber: &Fiber) -> bool {
+    fiber
+        .state
+        .compare_exchange(NOTIFIED, EMPTY, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+}

@@ -1,0 +1,167 @@
+//! Fibers: user-level threads with their own stacks.
+//!
+//! [`crate::spawn`] documents the fiber contract. This module holds the fiber record and its
+//! state machine ([`core`]), stacks ([`stack`]), stack-overflow reports ([`overflow`]),
+//! fiber-local storage ([`local`]) and the calls a fiber makes about itself.
+
+mod core;
+pub(crate) mod local;
+pub(crate) mod overflow;
+mod spawn;
+pub(crate) mod stack;
+
+use std::time::{Duration, Instant};
+
+pub use self::core::Task;
+pub(crate) use self::core::{finish_park, Fiber, FiberRef, Suspend};
+pub use self::local::FiberLocal;
+pub use self::spawn::{spawn, Builder, JoinError, JoinHandle};
+pub(crate) use self::stack::FiberStack;
+pub use self::stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
+
+use crate::error::Cancelled;
+use crate::runtime::{self, processor, Cluster};
+
+/// The fiber running on this thread, or null. Never inlined (see `runtime::processor`).
+#[inline(never)]
+pub(crate) fn current_fiber_ptr() -> *const Fiber {
+    let p = processor::current();
+    if p.is_null() {
+        std::ptr::null()
+    } else {
+        // SAFETY: a non-null `current` is this thread's live processor.
+        unsafe { (*p).running.get() }
+    }
+}
+
+/// Runs `f` with the current fiber, if the caller is one. `f` must not switch out.
+fn with_current<R>(f: impl FnOnce(Option<&Fiber>) -> R) -> R {
+    let ptr = current_fiber_ptr();
+    // SAFETY: a non-null pointer is the fiber running right now on this thread, alive at least
+    // until it switches out, which `f` does not do.
+    f(unsafe { ptr.as_ref() })
+}
+
+/// Whether the caller is a fiber (rather than a plain OS thread or a processor's own loop).
+pub(crate) fn in_fiber() -> bool {
+    !current_fiber_ptr().is_null()
+}
+
+/// A counted reference to the current fiber.
+pub(crate) fn current_ref() -> Option<FiberRef> {
+    let ptr = current_fiber_ptr();
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `ptr` came from `Arc::as_ptr` of the Task the processor holds while the fiber runs,
+    // so the Arc is alive; we take one more strong count for the new reference.
+    unsafe {
+        std::sync::Arc::increment_strong_count(ptr);
+        Some(FiberRef(std::sync::Arc::from_raw(ptr)))
+    }
+}
+
+/// Switches the current fiber out. Callers are fibers.
+fn suspend(reason: Suspend) {
+    let ptr = current_fiber_ptr();
+    assert!(!ptr.is_null(), "weft: suspend called outside a fiber");
+    // SAFETY: the fiber is running, so its record is alive and its yielder was set when its
+    // coroutine started; the yielder may only be used on the fiber's own stack, where we are.
+    unsafe {
+        let yielder = (*ptr).yielder.get();
+        (*yielder).suspend(reason);
+    }
+}
+
+/// Parks the current fiber until unparked or `deadline` (the fiber half of `park::park`).
+pub(crate) fn park_current(deadline: Option<Instant>) {
+    let timer = {
+        let Some(me) = current_ref() else {
+            return;
+        };
+        if self::core::take_token(&me.0) {
+            return;
+        }
+        match deadline {
+            Some(d) if Instant::now() >= d => return,
+            Some(d) => runtime::add_timer(d, me),
+            None => None,
+        }
+    };
+    suspend(Suspend::Park);
+    if let Some(timer) = timer {
+        timer.cancel();
+    }
+}
+
+/// Whether the current fiber has been cancelled (always `false` outside fibers).
+pub fn is_cancelled() -> bool {
+    with_current(|f| f.is_some_and(|f| f.cancelled.load(std::sync::atomic::Ordering::Acquire)))
+}
+
+/// Lets other runnable fibers run; the caller goes to the back of its cluster's yield queue.
+/// Outside fibers, yields the OS thread.
+pub fn yield_now() {
+    if in_fiber() {
+        suspend(Suspend::Yield);
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// Parks the current fiber (or blocks the current thread) for `duration`.
+pub fn sleep(duration: Duration) -> Result<(), Cancelled> {
+    sleep_until(Instant::now() + duration)
+}
+
+/// Parks the current fiber (or blocks the current thread) until `deadline`.
+pub fn sleep_until(deadline: Instant) -> Result<(), Cancelled> {
+    loop {
+        match crate::park::park(Some(deadline)) {
+            crate::park::Parked::Cancelled => return Err(Cancelled),
+            crate::park::Parked::TimedOut => return Ok(()),
+            crate::park::Parked::Woken => {}
+        }
+    }
+}
+
+/// The current fiber's id, or `None` outside fibers.
+pub fn id() -> Option<u64> {
+    with_current(|f| f.map(|f| f.id))
+}
+
+/// The current fiber's name, or `None` outside fibers or for an unnamed fiber.
+pub fn name() -> Option<String> {
+    with_current(|f| f.and_then(|f| f.name.as_deref().map(str::to_owned)))
+}
+
+/// Moves the calling fiber to `cluster`; it continues there. A no-op when it is already there.
+///
+/// # Panics
+/// When called outside a fiber.
+pub fn migrate(cluster: &Cluster) {
+    let here = runtime::current_cluster();
+    assert!(in_fiber(), "weft::migrate called outside a fiber");
+    if here.is_some_and(|h| std::sync::Arc::ptr_eq(&h, &cluster.shared)) {
+        return;
+    }
+    suspend(Suspend::Migrate(cluster.shared.clone()));
+}
+
+/// The current fiber's locals, or the thread's outside fibers.
+pub(crate) fn current_locals() -> *mut local::LocalMap {
+    let ptr = current_fiber_ptr();
+    if ptr.is_null() {
+        local::thread_map()
+    } else {
+        // SAFETY: the fiber is alive while it runs; only it touches its locals.
+        unsafe { (*ptr).locals.get() }
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send() {
+    fn send<T: Send + Sync>() {}
+    send::<Task>();
+    send::<FiberRef>();
+}

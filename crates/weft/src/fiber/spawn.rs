@@ -1,0 +1,296 @@
+//! Spawning fibers and joining them.
+
+use std::any::Any;
+use std::cell::{Cell, UnsafeCell};
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
+use std::sync::{Arc, Mutex};
+
+use corosensei::Coroutine;
+
+use super::core::{Fiber, FiberRef, FiberYielder, Task, EMPTY};
+use super::local::LocalMap;
+use crate::park::{park, Parked, Unparker};
+use crate::runtime::{self, Cluster};
+use crate::sched::Origin;
+
+static NEXT_FIBER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Spawns a fiber running `f` and returns a handle to join it.
+///
+/// The fiber runs on the calling fiber's cluster, or on the [default
+/// cluster](crate::default_cluster) when called from outside any fiber.
+///
+/// # The fiber contract
+///
+/// A fiber is a user-level thread with its own stack that may move between the OS threads of its
+/// cluster every time it blocks. Rust's compiler does not know that: it assumes a function stays
+/// on one OS thread from entry to exit. Code running on a fiber therefore keeps these rules (the
+/// same ones Go's goroutines and Java's virtual threads come with):
+///
+/// - **`thread_local!` is per OS thread, not per fiber.** After any blocking call the fiber may be
+///   on another thread, with another copy of the thread-local. Use [`crate::FiberLocal`] for
+///   per-fiber state. (weft's own thread-local reads go through non-inlined accessors for the
+///   same reason: LLVM may otherwise cache a thread-local's address across a switch.)
+/// - **`!Send` values held across a blocking call move threads with the fiber.** `Rc`, `RefCell`
+///   and friends are fine as long as they are only used by this fiber; values whose
+///   correctness depends on the OS thread (a `MutexGuard` of `std::sync::Mutex`, thread-bound
+///   handles) are not.
+/// - **Never block a fiber while holding an OS lock.** A fiber that parks holding a
+///   `std::sync::Mutex` lets another fiber on the same processor block the whole OS thread on it:
+///   a deadlock. Use [`crate::sync::Mutex`], which parks the fiber instead.
+/// - **Blocking system calls block the processor.** Use weft's I/O, or run the call through
+///   [`crate::blocking`].
+/// - **Code that must not migrate** runs on a cluster with one processor (a pinned cluster):
+///   `Cluster::builder().processors(1)`; move there with [`crate::migrate`].
+///
+/// A panic ends only its own fiber: [`JoinHandle::join`] returns it as [`JoinError::Panicked`].
+///
+/// # Panics
+///
+/// If the fiber cannot be created (for instance the kernel's limit on memory mappings is
+/// reached); use [`Builder::spawn`] to get that as an error instead.
+pub fn spawn<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    Builder::new()
+        .spawn(f)
+        .unwrap_or_else(|e| panic!("weft: cannot spawn a fiber: {e}"))
+}
+
+/// Options for one fiber: name, stack size, cluster.
+#[derive(Default)]
+pub struct Builder {
+    name: Option<String>,
+    stack_size: Option<usize>,
+    cluster: Option<Cluster>,
+}
+
+impl Builder {
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Names the fiber (shown in stack-overflow reports and by [`crate::fiber::name`]).
+    pub fn name(mut self, name: impl Into<String>) -> Builder {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Stack size in bytes, rounded up to whole pages (default: the cluster's).
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Runs the fiber on `cluster` instead of the current or default one.
+    pub fn cluster(mut self, cluster: &Cluster) -> Builder {
+        self.cluster = Some(cluster.clone());
+        self
+    }
+
+    /// Spawns the fiber; see [`spawn`] for the contract. Fails when no stack can be mapped or
+    /// the stack size is below the minimum.
+    pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let cluster = match &self.cluster {
+            Some(c) => c.shared.clone(),
+            None => match runtime::current_cluster() {
+                Some(c) => c,
+                None => runtime::default_cluster().shared.clone(),
+            },
+        };
+        let size = match self.stack_size {
+            Some(s) => super::stack::checked_size(s)?
+                .get()
+                .next_multiple_of(super::stack::page_size()),
+            None => cluster.stack_size,
+        };
+        let stack = runtime::take_stack(size)?;
+        let guard = stack.guard_range();
+        let stack_size = stack.usable_size();
+
+        let packet: Arc<Packet<T>> = Arc::new(Packet {
+            state: Mutex::new(PacketState {
+                result: None,
+                waiter: None,
+            }),
+            done: AtomicBool::new(false),
+        });
+        let completion = packet.clone();
+        let coroutine = Coroutine::with_stack(stack, move |yielder: &FiberYielder, ()| {
+            let me = super::current_fiber_ptr();
+            // SAFETY: the coroutine only runs as the fiber `me`, which is alive while it runs.
+            let me = unsafe { &*me };
+            me.yielder.set(yielder);
+            let result = catch_unwind(AssertUnwindSafe(f));
+            // Fiber-locals die with the fiber, on its own stack.
+            // SAFETY: only the fiber itself touches its locals.
+            let locals = std::mem::take(unsafe { &mut *me.locals.get() });
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(locals)));
+            completion.complete(result);
+        });
+        let fiber = Arc::new(Fiber {
+            id: NEXT_FIBER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            name: self.name.map(Arc::from),
+            state: AtomicU8::new(EMPTY),
+            cancelled: AtomicBool::new(false),
+            cluster: UnsafeCell::new(cluster),
+            coroutine: UnsafeCell::new(Some(coroutine)),
+            yielder: Cell::new(std::ptr::null()),
+            locals: UnsafeCell::new(LocalMap::default()),
+            guard,
+            stack_size,
+        });
+        let handle = JoinHandle {
+            packet,
+            fiber: FiberRef(fiber.clone()),
+        };
+        runtime::schedule(Task(fiber), Origin::Spawn);
+        Ok(handle)
+    }
+}
+
+/// Where a fiber leaves its result for the one who joins it.
+struct Packet<T> {
+    state: Mutex<PacketState<T>>,
+    /// Set (under the lock) once `result` is filled; read without it by `is_finished`.
+    done: AtomicBool,
+}
+
+struct PacketState<T> {
+    result: Option<std::thread::Result<T>>,
+    waiter: Option<Unparker>,
+}
+
+impl<T> Packet<T> {
+    fn complete(&self, result: std::thread::Result<T>) {
+        let waiter = {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            state.result = Some(result);
+            self.done.store(true, std::sync::atomic::Ordering::Release);
+            state.waiter.take()
+        };
+        if let Some(w) = waiter {
+            w.unpark();
+        }
+    }
+}
+
+/// Owns the right to join a fiber. Dropping it detaches the fiber.
+pub struct JoinHandle<T> {
+    packet: Arc<Packet<T>>,
+    fiber: FiberRef,
+}
+
+impl<T> JoinHandle<T> {
+    /// Waits for the fiber to finish and returns its value, or its panic.
+    ///
+    /// Works from a fiber (which parks) and from a plain OS thread (which blocks).
+    pub fn join(self) -> Result<T, JoinError> {
+        loop {
+            {
+                let mut state = self.packet.state.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(result) = state.result.take() {
+                    return result.map_err(JoinError::Panicked);
+                }
+                state.waiter = Some(crate::park::current_unparker());
+            }
+            if park(None) == Parked::Cancelled {
+                return Err(JoinError::Cancelled);
+            }
+        }
+    }
+
+    /// Whether the fiber has finished (so `join` will not wait).
+    pub fn is_finished(&self) -> bool {
+        self.packet.done.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Asks the fiber to stop: its current or next blocking point returns an error
+    /// ([`crate::Cancelled`], or an I/O error of that kind). Cancellation is cooperative and
+    /// sticky; the fiber decides how to wind down and what to return.
+    pub fn cancel(&self) {
+        self.fiber
+            .0
+            .cancelled
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.fiber.unpark();
+    }
+
+    /// The fiber's id.
+    pub fn id(&self) -> u64 {
+        self.fiber.0.id
+    }
+
+    /// The fiber's name, if it was given one.
+    pub fn name(&self) -> Option<&str> {
+        self.fiber.0.name.as_deref()
+    }
+}
+
+impl<T> std::fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}
+
+/// Why [`JoinHandle::join`] returned no value.
+pub enum JoinError {
+    /// The fiber panicked; here is the payload.
+    Panicked(Box<dyn Any + Send + 'static>),
+    /// The fiber calling `join` was cancelled before the joined fiber finished (the joined
+    /// fiber keeps running, detached).
+    Cancelled,
+}
+
+impl JoinError {
+    /// Whether the fiber panicked.
+    pub fn is_panic(&self) -> bool {
+        matches!(self, JoinError::Panicked(_))
+    }
+
+    /// The panic message, when the payload is a string.
+    pub fn panic_message(&self) -> Option<&str> {
+        match self {
+            JoinError::Panicked(p) => p
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| p.downcast_ref::<String>().map(String::as_str)),
+            JoinError::Cancelled => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for JoinError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JoinError::Panicked(_) => write!(f, "Panicked({:?})", self.panic_message()),
+            JoinError::Cancelled => f.write_str("Cancelled"),
+        }
+    }
+}
+
+impl std::fmt::Display for JoinError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JoinError::Panicked(_) => match self.panic_message() {
+                Some(m) => write!(f, "the fiber panicked: {m}"),
+                None => f.write_str("the fiber panicked"),
+            },
+            JoinError::Cancelled => f.write_str("the joining fiber was cancelled"),
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}

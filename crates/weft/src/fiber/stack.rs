@@ -1,0 +1,213 @@
+//! Fiber stacks: `mmap`ed, lazily committed, a guard page below, pooled for reuse.
+//!
+//! Invariants:
+//! - every stack has a `PROT_NONE` guard page at its low end, so an overflow faults (and
+//!   [`super::overflow`] reports it) instead of corrupting the neighbouring mapping;
+//! - the memory is `MAP_NORESERVE`: a fiber only costs the pages it has touched;
+//! - a stack in the pool belongs to no fiber; a fiber's stack goes back to the pool only once
+//!   its coroutine has returned (a suspended stack may still be pointed at by in-flight I/O).
+
+use std::io;
+use std::num::NonZeroUsize;
+use std::sync::Mutex;
+
+use corosensei::stack::{Stack, StackPointer};
+
+/// The stack size a fiber gets when neither its builder nor its cluster says otherwise.
+pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+
+/// The smallest usable stack size accepted (guard page not included).
+pub const MIN_STACK_SIZE: usize = 16 * 1024;
+
+/// How many free stacks the global pool keeps; beyond that, freed stacks are unmapped.
+const GLOBAL_POOL_CAPACITY: usize = 4096;
+
+/// How many free stacks each processor keeps for itself before it uses the global pool.
+pub(crate) const PROCESSOR_CACHE_CAPACITY: usize = 64;
+
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size)
+        .ok()
+        .filter(|s| s.is_power_of_two())
+        .unwrap_or(4096)
+}
+
+/// One fiber stack: `len` bytes mapped at `start`, the lowest page of which is the guard.
+#[derive(Debug)]
+pub(crate) struct FiberStack {
+    start: usize,
+    len: usize,
+}
+
+// SAFETY: a FiberStack is plain owned memory; nothing in it is tied to the creating thread.
+unsafe impl Send for FiberStack {}
+
+impl FiberStack {
+    /// Maps a stack with at least `size` usable bytes plus a guard page.
+    pub(crate) fn new(size: usize) -> io::Result<Self> {
+        let page = page_size();
+        let usable = size.max(MIN_STACK_SIZE).next_multiple_of(page);
+        let len = usable + page;
+        // SAFETY: an anonymous private mapping at an address the kernel chooses touches no
+        // existing memory.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(map_error(io::Error::last_os_error(), usable));
+        }
+        let stack = FiberStack {
+            start: ptr as usize,
+            len,
+        };
+        // SAFETY: the first page lies inside the mapping made above, which nothing else uses.
+        if unsafe { libc::mprotect(ptr, page, libc::PROT_NONE) } != 0 {
+            return Err(map_error(io::Error::last_os_error(), usable));
+        }
+        Ok(stack)
+    }
+
+    /// Usable bytes (guard page not included).
+    pub(crate) fn usable_size(&self) -> usize {
+        self.len - page_size()
+    }
+
+    /// The guard page's address range, `[low, high)`.
+    pub(crate) fn guard_range(&self) -> (usize, usize) {
+        (self.start, self.start + page_size())
+    }
+}
+
+impl Drop for FiberStack {
+    fn drop(&mut self) {
+        // SAFETY: the range is exactly the mapping made in `new`, and no fiber runs on it (the
+        // coroutine that used it has returned or was leaked together with its stack).
+        unsafe { libc::munmap(self.start as *mut libc::c_void, self.len) };
+    }
+}
+
+// SAFETY: `base` and `limit` bound a mapping this value owns; the guard page at `limit` catches
+// overflows and more than MIN_STACK_SIZE bytes are usable; both ends are page-aligned, which
+// satisfies STACK_ALIGNMENT.
+unsafe impl Stack for FiberStack {
+    fn base(&self) -> StackPointer {
+        StackPointer::new(self.start + self.len).expect("stack mapping is not at address 0")
+    }
+
+    fn limit(&self) -> StackPointer {
+        StackPointer::new(self.start).expect("stack mapping is not at address 0")
+    }
+}
+
+/// Turns a failed `mmap`/`mprotect` into an error that names the likely cause and the fix.
+fn map_error(err: io::Error, size: usize) -> io::Error {
+    if err.raw_os_error() == Some(libc::ENOMEM) {
+        let limit = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "unknown".to_owned());
+        io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            format!(
+                "cannot map a {size}-byte fiber stack: {err}. Each fiber stack takes two memory \
+                 mappings and the kernel's per-process limit is vm.max_map_count = {limit}; \
+                 raise it (`sysctl -w vm.max_map_count=1048576`), use fewer live fibers, or \
+                 check the memory limit"
+            ),
+        )
+    } else {
+        io::Error::new(
+            err.kind(),
+            format!("cannot map a {size}-byte fiber stack: {err}"),
+        )
+    }
+}
+
+/// Free stacks shared by every cluster, by usable size.
+static GLOBAL_POOL: Mutex<Vec<FiberStack>> = Mutex::new(Vec::new());
+
+/// A stack of `size` usable bytes: from `cache` (a processor's own), the global pool, or a new
+/// mapping.
+pub(crate) fn take(size: usize, cache: Option<&mut Vec<FiberStack>>) -> io::Result<FiberStack> {
+    let usable = size.max(MIN_STACK_SIZE).next_multiple_of(page_size());
+    if let Some(cache) = cache {
+        if let Some(pos) = cache.iter().rposition(|s| s.usable_size() == usable) {
+            return Ok(cache.swap_remove(pos));
+        }
+    }
+    {
+        let mut pool = GLOBAL_POOL.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(pos) = pool.iter().rposition(|s| s.usable_size() == usable) {
+            return Ok(pool.swap_remove(pos));
+        }
+    }
+    FiberStack::new(usable)
+}
+
+/// Returns a stack whose coroutine has finished: to `cache` if it has room, else the global
+/// pool, else unmaps it.
+pub(crate) fn give_back(stack: FiberStack, cache: Option<&mut Vec<FiberStack>>) {
+    let stack = match cache {
+        Some(cache) if cache.len() < PROCESSOR_CACHE_CAPACITY => {
+            cache.push(stack);
+            return;
+        }
+        _ => stack,
+    };
+    let mut pool = GLOBAL_POOL.lock().unwrap_or_else(|p| p.into_inner());
+    if pool.len() < GLOBAL_POOL_CAPACITY {
+        pool.push(stack);
+    }
+}
+
+/// The number of usable bytes asked for, checked.
+pub(crate) fn checked_size(size: usize) -> io::Result<NonZeroUsize> {
+    if size < MIN_STACK_SIZE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("fiber stack size {size} is below the minimum of {MIN_STACK_SIZE} bytes"),
+        ));
+    }
+    Ok(NonZeroUsize::new(size).expect("checked above"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stack_has_guard_page_and_usable_size() {
+        let s = FiberStack::new(64 * 1024).unwrap();
+        assert_eq!(s.usable_size(), 64 * 1024);
+        let (lo, hi) = s.guard_range();
+        assert_eq!(hi - lo, page_size());
+        assert_eq!(s.limit().get(), lo);
+        assert_eq!(s.base().get() - s.limit().get(), 64 * 1024 + page_size());
+    }
+
+    #[test]
+    fn pool_reuses_stacks_of_the_same_size() {
+        let mut cache = Vec::new();
+        let s = take(32 * 1024, Some(&mut cache)).unwrap();
+        let addr = s.start;
+        give_back(s, Some(&mut cache));
+        let again = take(32 * 1024, Some(&mut cache)).unwrap();
+        assert_eq!(again.start, addr);
+        let other = take(48 * 1024, Some(&mut cache)).unwrap();
+        assert_ne!(other.start, addr);
+    }
+
+    #[test]
+    fn too_small_a_size_is_refused() {
+        assert!(checked_size(100).is_err());
+        assert!(checked_size(MIN_STACK_SIZE).is_ok());
+    }
+}

@@ -1,0 +1,46 @@
+//! # weft: Go-style user-level threads for Rust servers
+//!
+//! weft runs **fibers**, user-level threads with their own stacks, M:N over OS threads. Code on
+//! a fiber is written like blocking `std` code (one fiber per connection, plain loops, plain
+//! `&mut [u8]` buffers); where it would block, the fiber parks and its processor runs another.
+//!
+//! - A **fiber** is spawned with [`spawn`] (or [`Builder`]) and joined through its
+//!   [`JoinHandle`], which returns its value or its panic.
+//! - A **processor** is an OS thread running fibers; a **cluster** ([`Cluster`]) is a set of
+//!   processors with one scheduling policy ([`sched`]). Several clusters may run at once and a
+//!   fiber may [`migrate`] between them; the policies compose that way.
+//! - Idle processors search briefly, then sleep; waking one costs a fence and two loads when
+//!   none sleeps, and a wake-up is never lost.
+//! - [`sync`] has fiber-aware locks, semaphores, channels, promises and wait groups: they park
+//!   the fiber, not the OS thread, and also work from plain threads.
+//! - [`blocking`] runs a closure on a bounded helper pool while the fiber parks.
+//!
+//! ## The fiber contract
+//!
+//! Stackful fibers that move between OS threads are outside what the Rust compiler reasons
+//! about. Read the contract on [`spawn`]: in short, use [`FiberLocal`] instead of
+//! `thread_local!`, never park while holding an OS lock, and use a one-processor cluster for
+//! code that must not migrate.
+//!
+//! ## Cancellation
+//!
+//! [`JoinHandle::cancel`] marks a fiber cancelled and wakes it; every blocking point (sync
+//! waits, `sleep`, `join`) then returns [`Cancelled`] (or [`WaitError::Cancelled`]), which
+//! the fiber propagates with `?`. Cancellation is sticky.
+
+pub mod blocking;
+mod error;
+pub mod fiber;
+mod loom;
+mod park;
+mod runtime;
+pub mod sched;
+pub mod sync;
+
+pub use blocking::blocking;
+pub use error::{Cancelled, WaitError};
+pub use fiber::{
+    is_cancelled, migrate, sleep, sleep_until, spawn, yield_now, Builder, FiberLocal, JoinError,
+    JoinHandle,
+};
+pub use runtime::{default_cluster, Cluster, ClusterBuilder};

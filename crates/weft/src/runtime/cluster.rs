@@ -1,0 +1,342 @@
+//! Clusters: a set of processors sharing one scheduling policy and one yield queue.
+//!
+//! Clusters are how schedulers compose: an accept loop on one cluster, CPU-heavy work on another,
+//! pipeline stages joined by bounded channels. A fiber belongs to one cluster at a time and can
+//! move with [`crate::migrate`].
+//!
+//! Lifetime: a [`Cluster`] value is a counted owner handle. When the last one is dropped (or
+//! [`Cluster::shutdown`] is called) the processors finish every runnable fiber and exit; fibers
+//! still parked then are abandoned (their stacks are leaked, never reused). The default cluster,
+//! used by [`crate::spawn`] outside any cluster, lives as long as the process.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
+use std::thread::{JoinHandle, Thread};
+
+use crossbeam_deque::{Injector, Steal};
+
+use super::idle::Idle;
+use super::processor::{self, Processor};
+use crate::fiber::{stack, Task};
+use crate::sched::{self, Policy};
+
+static NEXT_CLUSTER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The part of a cluster its processors and fibers share.
+pub(crate) struct ClusterShared {
+    pub(crate) id: u64,
+    pub(crate) name: Arc<str>,
+    pub(crate) policy: Arc<dyn Policy>,
+    /// Fibers that called `yield_now`; every processor serves it every few rounds.
+    yielded: Injector<Task>,
+    pub(crate) idle: Idle,
+    /// The processor threads, for waking them; set before any processor runs.
+    threads: OnceLock<Vec<Thread>>,
+    /// Stack size for fibers spawned here without their own.
+    pub(crate) stack_size: usize,
+    pub(crate) processors: usize,
+    stopping: AtomicBool,
+    handles: Mutex<Vec<JoinHandle<()>>>,
+    /// Live `Cluster` handles; the last one to go stops the processors.
+    owners: AtomicUsize,
+}
+
+impl ClusterShared {
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    fn threads(&self) -> &[Thread] {
+        self.threads.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// Queues work from outside the cluster's processors.
+    pub(crate) fn push_remote(&self, task: Task) {
+        self.policy.push_remote(task);
+        self.idle.notify_work(self.threads());
+    }
+
+    pub(crate) fn notify_work(&self) {
+        if self.processors > 1 {
+            self.idle.notify_work(self.threads());
+        }
+    }
+
+    pub(crate) fn push_yielded(&self, task: Task) {
+        self.yielded.push(task);
+    }
+
+    pub(crate) fn pop_yielded(&self) -> Option<Task> {
+        loop {
+            match self.yielded.steal() {
+                Steal::Success(task) => return Some(task),
+                Steal::Empty => return None,
+                Steal::Retry => std::hint::spin_loop(),
+            }
+        }
+    }
+
+    /// Whether any processor could find work in a shared place.
+    pub(crate) fn has_work(&self) -> bool {
+        !self.yielded.is_empty() || self.policy.has_work()
+    }
+
+    fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        self.idle.wake_all(self.threads());
+        let on_own_processor = {
+            let p = processor::current();
+            // SAFETY: `current` is this thread's live processor or null.
+            !p.is_null() && unsafe { &*p }.cluster.id == self.id
+        };
+        if !on_own_processor {
+            let handles =
+                std::mem::take(&mut *self.handles.lock().unwrap_or_else(|p| p.into_inner()));
+            for h in handles {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+/// A handle to a cluster of processors. Clone it freely; see the module docs for its lifetime.
+pub struct Cluster {
+    pub(crate) shared: Arc<ClusterShared>,
+}
+
+impl Cluster {
+    /// Starts describing a cluster.
+    pub fn builder() -> ClusterBuilder {
+        ClusterBuilder::default()
+    }
+
+    /// The cluster the calling fiber runs on, or `None` outside any fiber or processor.
+    pub fn current() -> Option<Cluster> {
+        let p = processor::current();
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null `current` is this thread's live processor.
+        let shared = unsafe { (*p).cluster.clone() };
+        Some(Cluster::from_shared(shared))
+    }
+
+    pub(crate) fn from_shared(shared: Arc<ClusterShared>) -> Cluster {
+        shared.owners.fetch_add(1, Ordering::Relaxed);
+        Cluster { shared }
+    }
+
+    /// Spawns a fiber on this cluster. Panics where [`crate::spawn`] does.
+    pub fn spawn<F, T>(&self, f: F) -> crate::JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        crate::Builder::new()
+            .cluster(self)
+            .spawn(f)
+            .unwrap_or_else(|e| panic!("weft: cannot spawn a fiber: {e}"))
+    }
+
+    /// The cluster's name (processor threads are named `weft-<name>-<index>`).
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// How many processors (OS threads) it has.
+    pub fn processors(&self) -> usize {
+        self.shared.processors
+    }
+
+    /// The name of its scheduling policy.
+    pub fn scheduler(&self) -> &'static str {
+        self.shared.policy.name()
+    }
+
+    /// Stops the processors once every runnable fiber has run, and waits for them (unless called
+    /// from one of them). Parked fibers are abandoned.
+    pub fn shutdown(self) {
+        self.shared.stop();
+    }
+}
+
+impl Clone for Cluster {
+    fn clone(&self) -> Self {
+        Cluster::from_shared(self.shared.clone())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.shared.owners.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.shared.stop();
+        }
+    }
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("name", &self.shared.name)
+            .field("processors", &self.shared.processors)
+            .field("scheduler", &self.shared.policy.name())
+            .finish()
+    }
+}
+
+enum PolicyChoice {
+    Named(String),
+    Given(Arc<dyn Policy>),
+}
+
+/// Describes a cluster before it starts: [`Cluster::builder`].
+pub struct ClusterBuilder {
+    name: String,
+    processors: Option<usize>,
+    policy: PolicyChoice,
+    stack_size: usize,
+}
+
+impl Default for ClusterBuilder {
+    fn default() -> Self {
+        ClusterBuilder {
+            name: "cluster".to_owned(),
+            processors: None,
+            policy: PolicyChoice::Named(sched::DEFAULT_POLICY.to_owned()),
+            stack_size: stack::DEFAULT_STACK_SIZE,
+        }
+    }
+}
+
+impl ClusterBuilder {
+    /// Names the cluster (default `"cluster"`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// How many processors (default: the number of CPUs this process may use).
+    pub fn processors(mut self, n: usize) -> Self {
+        self.processors = Some(n);
+        self
+    }
+
+    /// A built-in scheduling policy by name (see [`crate::sched::POLICIES`]).
+    pub fn scheduler(mut self, name: impl Into<String>) -> Self {
+        self.policy = PolicyChoice::Named(name.into());
+        self
+    }
+
+    /// A policy built by the caller; it must have been built for this many processors.
+    pub fn policy(mut self, policy: Arc<dyn Policy>) -> Self {
+        self.policy = PolicyChoice::Given(policy);
+        self
+    }
+
+    /// Default stack size of fibers spawned on this cluster (default 256 KiB).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// Starts the processors.
+    pub fn build(self) -> io::Result<Cluster> {
+        let processors = match self.processors {
+            Some(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a cluster needs at least one processor",
+                ))
+            }
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        stack::checked_size(self.stack_size)?;
+        let stack_size = self.stack_size.next_multiple_of(stack::page_size());
+        let policy = match self.policy {
+            PolicyChoice::Named(name) => sched::by_name(&name, processors)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
+            PolicyChoice::Given(p) => p,
+        };
+        let shared = Arc::new(ClusterShared {
+            id: NEXT_CLUSTER_ID.fetch_add(1, Ordering::Relaxed),
+            name: self.name.into(),
+            policy: policy.clone(),
+            yielded: Injector::new(),
+            idle: Idle::new(processors),
+            threads: OnceLock::new(),
+            stack_size,
+            processors,
+            stopping: AtomicBool::new(false),
+            handles: Mutex::new(Vec::new()),
+            owners: AtomicUsize::new(1),
+        });
+        let start = Arc::new(Barrier::new(processors + 1));
+        let mut handles = Vec::with_capacity(processors);
+        for index in 0..processors {
+            let local = policy.clone().local(index);
+            let cluster = shared.clone();
+            let gate = start.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("weft-{}-{index}", shared.name))
+                .spawn(move || {
+                    gate.wait();
+                    Processor::run(index, cluster, local);
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // The threads already started are waiting on the barrier: let them go and
+                    // stop them.
+                    shared.stopping.store(true, Ordering::Release);
+                    let threads = handles.iter().map(|h| h.thread().clone()).collect();
+                    let _ = shared.threads.set(threads);
+                    for _ in handles.len()..processors {
+                        std::thread::spawn({
+                            let start = start.clone();
+                            move || {
+                                start.wait();
+                            }
+                        });
+                    }
+                    start.wait();
+                    for h in handles {
+                        let _ = h.join();
+                    }
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("cannot start processor thread {index}: {e}"),
+                    ));
+                }
+            }
+        }
+        let threads = handles.iter().map(|h| h.thread().clone()).collect();
+        let _ = shared.threads.set(threads);
+        *shared.handles.lock().unwrap_or_else(|p| p.into_inner()) = handles;
+        start.wait();
+        Ok(Cluster { shared })
+    }
+}
+
+static DEFAULT: OnceLock<Cluster> = OnceLock::new();
+
+/// The cluster `spawn` uses outside any cluster, started on first use. Its size and policy come
+/// from `WEFT_PROCESSORS` and `WEFT_SCHEDULER` when set.
+pub fn default_cluster() -> &'static Cluster {
+    DEFAULT.get_or_init(|| {
+        let mut builder = Cluster::builder().name("default");
+        if let Ok(n) = std::env::var("WEFT_PROCESSORS") {
+            match n.parse::<usize>() {
+                Ok(n) if n > 0 => builder = builder.processors(n),
+                _ => panic!("weft: WEFT_PROCESSORS={n:?} is not a positive number"),
+            }
+        }
+        if let Ok(name) = std::env::var("WEFT_SCHEDULER") {
+            builder = builder.scheduler(name);
+        }
+        builder
+            .build()
+            .unwrap_or_else(|e| panic!("weft: cannot start the default cluster: {e}"))
+    })
+}

@@ -1,0 +1,121 @@
+//! Idle processors: who searches for work, who sleeps, and waking them without losing a wake-up.
+//!
+//! Protocol (a Dekker pair, both sides fenced with `SeqCst`):
+//! - a processor about to sleep registers itself (`sleeping += 1`, its index on the list), issues
+//!   a `SeqCst` fence, then looks at every queue once more and only sleeps if all are empty;
+//! - whoever makes work visible issues a `SeqCst` fence after the push, then reads `searching`
+//!   and `sleeping`; when nobody searches and somebody sleeps, it wakes one sleeper.
+//!
+//! Either the sleeper's re-check sees the work, or the pusher sees the sleeper: a wake-up is never
+//! lost. When nobody sleeps, the pusher's cost is the fence and two loads, no syscall.
+//! At most half the processors (rounded up) search at once, so a burst of wake-ups does not turn
+//! every idle processor into a spinner hammering the others' queues.
+
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::thread::Thread;
+
+pub(crate) struct Idle {
+    processors: usize,
+    /// Processors spinning through `steal` looking for work.
+    searching: AtomicUsize,
+    /// Processors registered as asleep (or about to be).
+    sleeping: AtomicUsize,
+    /// Indices of the sleepers, most recent last.
+    sleepers: Mutex<Vec<usize>>,
+}
+
+impl Idle {
+    pub(crate) fn new(processors: usize) -> Idle {
+        Idle {
+            processors,
+            searching: AtomicUsize::new(0),
+            sleeping: AtomicUsize::new(0),
+            sleepers: Mutex::new(Vec::with_capacity(processors)),
+        }
+    }
+
+    /// Becomes a searcher unless half the processors already are.
+    pub(crate) fn try_start_search(&self) -> bool {
+        let limit = self.processors.div_ceil(2);
+        let mut now = self.searching.load(Ordering::Relaxed);
+        loop {
+            if now >= limit {
+                return false;
+            }
+            match self.searching.compare_exchange_weak(
+                now,
+                now + 1,
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => now = actual,
+            }
+        }
+    }
+
+    /// Stops searching; returns whether this was the last searcher.
+    pub(crate) fn end_search(&self) -> bool {
+        self.searching.fetch_sub(1, Ordering::SeqCst) == 1
+    }
+
+    /// Registers processor `index` as about to sleep. Re-check the queues after this.
+    pub(crate) fn register_sleep(&self, index: usize) {
+        let mut list = self.sleepers.lock().unwrap_or_else(|p| p.into_inner());
+        list.push(index);
+        self.sleeping.fetch_add(1, Ordering::SeqCst);
+        drop(list);
+        fence(Ordering::SeqCst);
+    }
+
+    /// Removes processor `index` from the sleepers if a waker has not already done so.
+    pub(crate) fn unregister_sleep(&self, index: usize) {
+        let mut list = self.sleepers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(pos) = list.iter().position(|&i| i == index) {
+            list.swap_remove(pos);
+            self.sleeping.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Called after work was made visible: wakes a sleeper when nobody is searching.
+    #[inline]
+    pub(crate) fn notify_work(&self, threads: &[Thread]) {
+        fence(Ordering::SeqCst);
+        if self.searching.load(Ordering::Relaxed) == 0 && self.sleeping.load(Ordering::Relaxed) > 0
+        {
+            self.wake_one(threads);
+        }
+    }
+
+    /// Wakes one sleeper, if any.
+    pub(crate) fn wake_one(&self, threads: &[Thread]) -> bool {
+        let index = {
+            let mut list = self.sleepers.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(index) = list.pop() else {
+                return false;
+            };
+            self.sleeping.fetch_sub(1, Ordering::SeqCst);
+            index
+        };
+        threads[index].unpark();
+        true
+    }
+
+    /// Wakes every processor (shutdown).
+    pub(crate) fn wake_all(&self, threads: &[Thread]) {
+        {
+            let mut list = self.sleepers.lock().unwrap_or_else(|p| p.into_inner());
+            self.sleeping.fetch_sub(list.len(), Ordering::SeqCst);
+            list.clear();
+        }
+        for t in threads {
+            t.unpark();
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn sleeping(&self) -> usize {
+        self.sleeping.load(Ordering::SeqCst)
+    }
+}

@@ -1,0 +1,64 @@
+//! The machinery under fibers: processors, clusters, idle sleep and timers.
+
+pub(crate) mod cluster;
+pub(crate) mod idle;
+pub(crate) mod processor;
+pub(crate) mod timer;
+
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub(crate) use cluster::ClusterShared;
+pub use cluster::{default_cluster, Cluster, ClusterBuilder};
+
+use crate::fiber::{stack, FiberRef, FiberStack, Task};
+use crate::sched::Origin;
+
+/// Makes `task` runnable: on the current processor when it belongs to the task's cluster
+/// (locality), else through the cluster's remote queue.
+pub(crate) fn schedule(task: Task, origin: Origin) {
+    let p = processor::current();
+    // SAFETY: the caller holds `task`, so its cluster field is stable (fiber::core docs).
+    let cluster = unsafe { &*task.0.cluster.get() };
+    if !p.is_null() {
+        // SAFETY: a non-null `current` is this thread's live processor.
+        let p = unsafe { &*p };
+        if Arc::ptr_eq(cluster, &p.cluster) {
+            p.push_local(task, origin);
+            return;
+        }
+    }
+    let cluster = cluster.clone();
+    cluster.push_remote(task);
+}
+
+/// Arms a timer on the current processor; `None` outside processors.
+pub(crate) fn add_timer(deadline: Instant, fiber: FiberRef) -> Option<Arc<timer::TimerShared>> {
+    let p = processor::current();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null `current` is this thread's live processor.
+    Some(unsafe { &*p }.add_timer(deadline, fiber))
+}
+
+/// A stack of `size` bytes, from this processor's cache when it keeps that size.
+pub(crate) fn take_stack(size: usize) -> io::Result<FiberStack> {
+    let p = processor::current();
+    if !p.is_null() {
+        // SAFETY: a non-null `current` is this thread's live processor.
+        let p = unsafe { &*p };
+        if p.cluster.stack_size == size {
+            return stack::take(size, Some(&mut p.stacks.borrow_mut()));
+        }
+    }
+    stack::take(size, None)
+}
+
+/// The cluster of the processor running this thread, if any.
+pub(crate) fn current_cluster() -> Option<Arc<ClusterShared>> {
+    let p = processor::current();
+    // SAFETY: a non-null `current` is this thread's live processor.
+    (!p.is_null()).then(|| unsafe { (*p).cluster.clone() })
+}

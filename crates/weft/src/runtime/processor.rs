@@ -1,0 +1,232 @@
+//! A processor: one OS thread running fibers of one cluster.
+//!
+//! The scheduling loop, each round: fire due timers (every few rounds), take the next task
+//! (the cluster's yield queue every `YIELD_CHECK_INTERVAL` rounds, else the policy's local queue,
+//! then the yield queue), and resume it until it switches back. With nothing to run it searches
+//! (steals) for a while, then sleeps through the [`super::idle`] protocol.
+//!
+//! Invariants:
+//! - `CURRENT` points at this thread's `Processor` for the thread's whole life and is only read
+//!   through the non-inlined [`current`], so a fiber that moved threads never sees the old one;
+//! - no `RefCell` borrow is held across `resume` (the fiber may call back into the processor);
+//! - the processor touches a fiber's coroutine only while it holds the fiber's `Task`.
+
+use std::cell::{Cell, RefCell};
+use std::ptr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use corosensei::CoroutineResult;
+
+use super::cluster::ClusterShared;
+use super::timer::{TimerHeap, TimerShared};
+use crate::fiber::{self, Fiber, FiberRef, FiberStack, Suspend, Task};
+use crate::sched::{LocalQueue, Origin};
+
+/// Every this many rounds the yield queue is served before the local queue.
+const YIELD_CHECK_INTERVAL: u64 = 31;
+/// Every this many rounds due timers are fired even when there is work.
+const TIMER_CHECK_INTERVAL: u64 = 16;
+/// Rounds of stealing before an idle processor goes to sleep.
+const SEARCH_ROUNDS: u32 = 64;
+
+pub(crate) struct Processor {
+    pub(crate) index: usize,
+    pub(crate) cluster: Arc<ClusterShared>,
+    local: RefCell<Box<dyn LocalQueue>>,
+    /// The fiber being resumed right now, or null between fibers.
+    pub(crate) running: Cell<*const Fiber>,
+    timers: RefCell<TimerHeap>,
+    /// Free stacks of the cluster's default size, kept here to spare the global pool's lock.
+    pub(crate) stacks: RefCell<Vec<FiberStack>>,
+    tick: Cell<u64>,
+    /// Scratch space for fibers whose timers are due.
+    due: RefCell<Vec<FiberRef>>,
+}
+
+thread_local! {
+    static CURRENT: Cell<*const Processor> = const { Cell::new(ptr::null()) };
+}
+
+/// The processor running on this thread, or null. Never inlined: see the module invariants.
+#[inline(never)]
+pub(crate) fn current() -> *const Processor {
+    CURRENT.with(|c| c.get())
+}
+
+impl Processor {
+    /// The body of a processor thread; returns when the cluster stops and no work is left.
+    pub(crate) fn run(index: usize, cluster: Arc<ClusterShared>, local: Box<dyn LocalQueue>) {
+        fiber::overflow::install_handler();
+        let _alt_stack = fiber::overflow::AltStack::ensure();
+        let processor = Processor {
+            index,
+            cluster,
+            local: RefCell::new(local),
+            running: Cell::new(ptr::null()),
+            timers: RefCell::new(TimerHeap::default()),
+            stacks: RefCell::new(Vec::new()),
+            tick: Cell::new(0),
+            due: RefCell::new(Vec::new()),
+        };
+        CURRENT.with(|c| c.set(&processor));
+        processor.main_loop();
+        CURRENT.with(|c| c.set(ptr::null()));
+    }
+
+    fn main_loop(&self) {
+        loop {
+            let tick = self.tick.get().wrapping_add(1);
+            self.tick.set(tick);
+            if tick % TIMER_CHECK_INTERVAL == 0 {
+                self.fire_timers();
+            }
+            if let Some(task) = self.next_task(tick) {
+                self.run_task(task);
+                continue;
+            }
+            self.fire_timers();
+            if let Some(task) = self.next_task(tick) {
+                self.run_task(task);
+                continue;
+            }
+            if let Some(task) = self.search() {
+                self.run_task(task);
+                continue;
+            }
+            if self.cluster.is_stopping() && !self.cluster.has_work() {
+                return;
+            }
+            self.sleep();
+        }
+    }
+
+    fn next_task(&self, tick: u64) -> Option<Task> {
+        if tick % YIELD_CHECK_INTERVAL == 0 {
+            if let Some(task) = self.cluster.pop_yielded() {
+                return Some(task);
+            }
+        }
+        let task = self.local.borrow_mut().pop(tick);
+        task.or_else(|| self.cluster.pop_yielded())
+    }
+
+    /// Steals for a while; returns a task, or `None` when it is time to sleep.
+    fn search(&self) -> Option<Task> {
+        let idle = &self.cluster.idle;
+        if !idle.try_start_search() {
+            return self.local.borrow_mut().steal();
+        }
+        let mut found = None;
+        for round in 0..SEARCH_ROUNDS {
+            let stolen = self.local.borrow_mut().steal();
+            if let Some(task) = stolen.or_else(|| self.cluster.pop_yielded()) {
+                found = Some(task);
+                break;
+            }
+            if round % 8 == 7 {
+                self.fire_timers();
+                let task = self.local.borrow_mut().pop(self.tick.get());
+                if task.is_some() {
+                    found = task;
+                    break;
+                }
+            }
+            std::hint::spin_loop();
+        }
+        if idle.end_search() && found.is_some() && self.cluster.has_work() {
+            // The last searcher found work and more is waiting: get someone else looking.
+            self.cluster.notify_work();
+        }
+        found
+    }
+
+    fn sleep(&self) {
+        let idle = &self.cluster.idle;
+        idle.register_sleep(self.index);
+        if self.cluster.has_work() || !self.local.borrow().is_empty() || self.cluster.is_stopping()
+        {
+            idle.unregister_sleep(self.index);
+            return;
+        }
+        let deadline = self.timers.borrow().next_deadline();
+        match deadline {
+            None => std::thread::park(),
+            Some(deadline) => {
+                let now = Instant::now();
+                if deadline > now {
+                    std::thread::park_timeout(deadline - now);
+                }
+            }
+        }
+        idle.unregister_sleep(self.index);
+    }
+
+    fn fire_timers(&self) {
+        if self.timers.borrow().is_empty() {
+            return;
+        }
+        let mut due = self.due.borrow_mut();
+        self.timers.borrow_mut().expire(Instant::now(), &mut due);
+        for fiber in due.drain(..) {
+            fiber.unpark();
+        }
+    }
+
+    fn run_task(&self, task: Task) {
+        let fiber: &Fiber = &task.0;
+        self.running.set(Arc::as_ptr(&task.0));
+        fiber::overflow::set_running(Some(fiber::overflow::RunningFiber {
+            guard_low: fiber.guard.0,
+            guard_high: fiber.guard.1,
+            id: fiber.id,
+            name_ptr: fiber.name.as_deref().map_or(ptr::null(), |n| n.as_ptr()),
+            name_len: fiber.name.as_deref().map_or(0, str::len),
+            stack_size: fiber.stack_size,
+        }));
+        // SAFETY: this processor holds the fiber's only Task, so nobody else touches the
+        // coroutine until it is handed on below.
+        let coroutine =
+            unsafe { (*fiber.coroutine.get()).as_mut() }.expect("a runnable fiber has a coroutine");
+        let result = coroutine.resume(());
+        fiber::overflow::set_running(None);
+        self.running.set(ptr::null());
+        match result {
+            CoroutineResult::Yield(Suspend::Yield) => self.cluster.push_yielded(task),
+            CoroutineResult::Yield(Suspend::Park) => {
+                if let Some(task) = fiber::finish_park(task) {
+                    self.local.borrow_mut().push(task, Origin::Wake);
+                }
+            }
+            CoroutineResult::Yield(Suspend::Migrate(to)) => {
+                // SAFETY: we hold the fiber's Task and it is switched out: nobody else reads
+                // or writes its cluster now.
+                unsafe { *fiber.cluster.get() = to.clone() };
+                to.push_remote(task);
+            }
+            CoroutineResult::Return(()) => {
+                // SAFETY: as above; the coroutine has returned, so its stack is free.
+                let coroutine = unsafe { (*fiber.coroutine.get()).take() }
+                    .expect("a finished fiber had a coroutine");
+                let stack = coroutine.into_stack();
+                let size_matches = stack.usable_size() == self.cluster.stack_size;
+                if size_matches {
+                    fiber::stack::give_back(stack, Some(&mut self.stacks.borrow_mut()));
+                } else {
+                    fiber::stack::give_back(stack, None);
+                }
+            }
+        }
+    }
+
+    /// Queues a task made runnable on this processor.
+    pub(crate) fn push_local(&self, task: Task, origin: Origin) {
+        self.local.borrow_mut().push(task, origin);
+        self.cluster.notify_work();
+    }
+
+    /// Arms a timer on this processor.
+    pub(crate) fn add_timer(&self, deadline: Instant, fiber: FiberRef) -> Arc<TimerShared> {
+        self.timers.borrow_mut().add(deadline, fiber)
+    }
+}

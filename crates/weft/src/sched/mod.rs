@@ -1,0 +1,123 @@
+//! Scheduling policies: where runnable fibers wait and which one a processor runs next.
+//!
+//! A policy is two small traits. [`Policy`] is the shared half, built once per cluster and
+//! reached from any thread; [`LocalQueue`] is the owner half, one per processor, used only by
+//! that processor's thread (so it takes `&mut self` and needs no synchronisation for its own
+//! state). Adding a policy is one file: implement both traits and add a line to [`POLICIES`].
+//!
+//! What a policy does *not* own, because every policy gets it from the cluster:
+//! - the global **yield queue** (`yield_now` never goes through the policy: re-queueing a
+//!   yielding fiber locally lets it starve its peers);
+//! - **idle sleep** and wake-ups, and the bound on how many processors search at once;
+//! - timers and I/O completions (they call [`LocalQueue::push`] with [`Origin::Wake`]).
+//!
+//! Invariants every policy keeps:
+//! - a [`Task`] pushed is popped or stolen exactly once (never lost, never duplicated);
+//! - [`Policy::has_work`] is `true` whenever a push that completed before the call left a task
+//!   that a processor other than its owner could take (the cluster brackets both sides with
+//!   `SeqCst` fences, so plain loads inside `has_work` are enough);
+//! - no operation blocks or parks; critical sections are short and bounded.
+
+use std::sync::Arc;
+
+pub use crate::fiber::Task;
+
+pub mod global_fifo;
+
+/// The policy clusters get unless told otherwise.
+pub const DEFAULT_POLICY: &str = "global-fifo";
+
+/// Why a task is being queued by its processor: policies may treat new and woken work apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// A fiber spawned by a fiber running on this processor.
+    Spawn,
+    /// A parked fiber woken by this processor (by a fiber, a timer or an I/O completion).
+    Wake,
+}
+
+/// The shared half of a scheduling policy: one per cluster.
+pub trait Policy: Send + Sync + 'static {
+    /// The short name used on command lines and in benchmark output (`"work-stealing"`).
+    fn name(&self) -> &'static str;
+
+    /// Builds processor `index`'s owner-side queue. The cluster calls it exactly once for each
+    /// index in `0..processors` before it runs anything.
+    fn local(self: Arc<Self>, index: usize) -> Box<dyn LocalQueue>;
+
+    /// Queues a task from a thread that is not one of this cluster's processors: another
+    /// cluster's processor, a plain OS thread, the blocking pool.
+    fn push_remote(&self, task: Task);
+
+    /// Whether a task is queued where some processor other than its owner could take it.
+    fn has_work(&self) -> bool;
+}
+
+/// The owner half of a scheduling policy: one per processor, used only by that processor.
+pub trait LocalQueue: Send {
+    /// Queues a task made runnable on this processor.
+    fn push(&mut self, task: Task, origin: Origin);
+
+    /// The next task from this processor's own queues. `tick` counts the processor's scheduling
+    /// rounds, for policies that look at shared queues every N rounds.
+    fn pop(&mut self, tick: u64) -> Option<Task>;
+
+    /// Looks for work elsewhere (other processors, shared queues) after `pop` found none.
+    fn steal(&mut self) -> Option<Task>;
+
+    /// About how many tasks wait in this processor's own queues.
+    fn len(&self) -> usize;
+
+    /// Whether this processor's own queues look empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A policy the runtime knows by name.
+pub struct PolicyInfo {
+    /// The name used on command lines.
+    pub name: &'static str,
+    /// One line for `--help` and docs.
+    pub summary: &'static str,
+    /// Builds the policy for a cluster of `processors` processors.
+    pub build: fn(processors: usize) -> Arc<dyn Policy>,
+}
+
+/// Every built-in policy, the default first.
+pub static POLICIES: &[PolicyInfo] = &[PolicyInfo {
+    name: "global-fifo",
+    summary: "one locked FIFO queue shared by all processors (the baseline)",
+    build: |n| Arc::new(global_fifo::GlobalFifo::new(n)),
+}];
+
+/// The policy named `name`, built for `processors` processors.
+pub fn by_name(name: &str, processors: usize) -> Result<Arc<dyn Policy>, UnknownPolicy> {
+    POLICIES
+        .iter()
+        .find(|p| p.name == name)
+        .map(|p| (p.build)(processors))
+        .ok_or_else(|| UnknownPolicy(name.to_owned()))
+}
+
+/// The names of every built-in policy, for error messages and `--help`.
+pub fn names() -> Vec<&'static str> {
+    POLICIES.iter().map(|p| p.name).collect()
+}
+
+/// A scheduler name that no built-in policy has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownPolicy(pub String);
+
+impl std::fmt::Display for UnknownPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown scheduler policy '{}' (known: {})",
+            self.0,
+            names().join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownPolicy {}

@@ -1,0 +1,1 @@
+//! Fiber-aware synchronisation.
