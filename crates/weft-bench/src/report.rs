@@ -79,8 +79,31 @@ fn best<'a>(records: &'a [Record], pred: impl Fn(&Record) -> bool) -> Option<&'a
         .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
 }
 
+/// Millions of operations per second, to three significant digits (transfer runs at thousands).
 fn millions(ops_per_sec: f64) -> String {
-    format!("{:.2}", ops_per_sec / 1e6)
+    let m = ops_per_sec / 1e6;
+    let decimals = if m >= 100.0 {
+        0
+    } else if m >= 10.0 {
+        1
+    } else if m >= 1.0 {
+        2
+    } else if m > 0.0 {
+        // Two more than the number of leading zeros after the point.
+        (2 - m.log10().floor() as i64).clamp(2, 8) as usize
+    } else {
+        2
+    };
+    format!("{m:.decimals$}")
+}
+
+/// Rows show the many-fiber preset first, then few, then custom counts.
+fn variant_rank(variant: &str) -> u8 {
+    match variant {
+        "many" => 0,
+        "few" => 1,
+        _ => 2,
+    }
 }
 
 /// Markdown tables of `records`: throughput per benchmark (M ops/s, one column per
@@ -105,17 +128,20 @@ pub fn markdown(records: &[Record]) -> String {
         "Throughput in millions of operations per second (higher is better).\n"
     );
     for bench in THROUGHPUT {
-        let rows: BTreeSet<(usize, String, usize)> = records
+        let rows: BTreeSet<(usize, u8, String, usize)> = records
             .iter()
             .filter(|r| r.benchmark == *bench)
-            .map(|r| (r.processors, r.variant.clone(), r.fibers))
+            .map(|r| {
+                let rank = variant_rank(&r.variant);
+                (r.processors, rank, r.variant.clone(), r.fibers)
+            })
             .collect();
         if rows.is_empty() {
             continue;
         }
         let _ = writeln!(out, "**{bench}**\n");
         header(&mut out, &["procs", "variant", "fibers"]);
-        for (procs, variant, fibers) in rows {
+        for (procs, _, variant, fibers) in rows {
             let cells: Vec<String> = scheds
                 .iter()
                 .map(|s| {
@@ -270,5 +296,15 @@ mod tests {
         assert!(md.contains("| procs | variant | fibers | global-fifo | work-stealing | tokio |"));
         assert!(md.contains("| 2 | many | 10 | 3.00 | 6.00 | 2.00 |"));
         assert!(md.contains("| cycle | many | work-stealing | 6.00 | 2.00 | 3.00× |"));
+    }
+
+    #[test]
+    fn millions_keeps_three_significant_digits() {
+        assert_eq!(millions(123_456_789.0), "123");
+        assert_eq!(millions(12_345_678.0), "12.3");
+        assert_eq!(millions(1_234_567.0), "1.23");
+        assert_eq!(millions(123_456.0), "0.123");
+        assert_eq!(millions(2_046.0), "0.00205");
+        assert_eq!(millions(0.0), "0.00");
     }
 }
