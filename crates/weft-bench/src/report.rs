@@ -72,7 +72,7 @@ fn schedulers(records: &[Record]) -> Vec<String> {
 }
 
 /// The best (highest ops/s) record matching a predicate, if several runs repeat a point.
-fn best<'a>(records: &'a [Record], pred: impl Fn(&Record) -> bool) -> Option<&'a Record> {
+fn best(records: &[Record], pred: impl Fn(&Record) -> bool) -> Option<&Record> {
     records
         .iter()
         .filter(|r| pred(r))

@@ -126,7 +126,7 @@ impl Rng {
 
     /// A number in `0..n` (`n > 0`), by multiply-shift (no division).
     pub(super) fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 32) * n as u64 >> 32) as usize
+        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
 }
 
