@@ -105,3 +105,132 @@ pub(crate) fn park(deadline: Option<Instant>) -> Parked {
         _ => Parked::Woken,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::sync::{Arc, OnceLock};
+
+    /// Rings of fibers pass a baton with park/unpark, with random delays, yields and short
+    /// sleeps in between, on a 2-processor cluster whose processors keep going idle (few
+    /// fibers). A lost wake-up would hang a ring; the test checks every ring finishes.
+    #[test]
+    fn no_lost_wakeups_across_millions_of_park_unpark_cycles() {
+        const RING: usize = 4;
+        const RINGS: usize = 4;
+        let hops_per_ring: u64 = std::env::var("WEFT_STRESS_HOPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(500_000);
+        let cluster = crate::Cluster::builder()
+            .name("stress")
+            .processors(2)
+            .build()
+            .unwrap();
+        let total = Arc::new(AtomicUsize::new(0));
+        let mut handles = Vec::new();
+        let mut turns = Vec::new();
+        let mut all_slots = Vec::new();
+        for ring in 0..RINGS {
+            let turn = Arc::new(AtomicU64::new(0));
+            let slots: Arc<Vec<OnceLock<Unparker>>> =
+                Arc::new((0..RING).map(|_| OnceLock::new()).collect());
+            turns.push(turn.clone());
+            all_slots.push(slots.clone());
+            for me in 0..RING {
+                let (turn, slots, total) = (turn.clone(), slots.clone(), total.clone());
+                handles.push(cluster.spawn(move || {
+                    slots[me].set(current_unparker()).unwrap();
+                    let mut rng = ((ring * 31 + me + 1) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    let mut hops = 0usize;
+                    loop {
+                        let t = turn.load(Ordering::Acquire);
+                        if t >= hops_per_ring {
+                            break;
+                        }
+                        if t % RING as u64 != me as u64 {
+                            park(None);
+                            continue;
+                        }
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        match rng % 64 {
+                            0 => crate::yield_now(),
+                            1 => {
+                                let _ = crate::sleep(std::time::Duration::from_micros(rng % 50));
+                            }
+                            n => {
+                                for _ in 0..n * 4 {
+                                    std::hint::spin_loop();
+                                }
+                            }
+                        }
+                        turn.store(t + 1, Ordering::Release);
+                        hops += 1;
+                        let next = (me + 1) % RING;
+                        // The next fiber may not have published its unparker yet: it will see
+                        // the turn when it first looks.
+                        if let Some(u) = slots[next].get() {
+                            u.unpark();
+                        }
+                        if t + 1 >= hops_per_ring {
+                            // Release everyone waiting in this ring.
+                            for s in slots.iter().filter_map(|s| s.get()) {
+                                s.unpark();
+                            }
+                        }
+                    }
+                    total.fetch_add(hops, Ordering::Relaxed);
+                }));
+            }
+        }
+        // Watch progress: a lost wake-up shows as every ring standing still. Fail with the
+        // state of each fiber instead of hanging.
+        let progress = || turns.iter().map(|t| t.load(Ordering::SeqCst)).sum::<u64>();
+        let (mut last, mut since) = (progress(), Instant::now());
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let now = progress();
+            if now != last {
+                (last, since) = (now, Instant::now());
+            } else if since.elapsed() > std::time::Duration::from_secs(20) {
+                let states: Vec<String> = all_slots
+                    .iter()
+                    .flat_map(|s| s.iter())
+                    .map(|u| match u.get() {
+                        Some(Unparker {
+                            target: Target::Fiber(f),
+                        }) => f.0.state.load(Ordering::SeqCst).to_string(),
+                        _ => "-".to_owned(),
+                    })
+                    .collect();
+                panic!(
+                    "no progress for 20 s: turns {:?}, fiber states {states:?}, finished {:?}",
+                    turns.iter().map(|t| t.load(Ordering::SeqCst)).collect::<Vec<_>>(),
+                    handles.iter().map(|h| h.is_finished()).collect::<Vec<_>>()
+                );
+            }
+        }
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(
+            total.load(Ordering::Relaxed) as u64,
+            hops_per_ring * RINGS as u64
+        );
+    }
+
+    #[test]
+    fn threads_park_with_deadline_and_tokens() {
+        let me = current_unparker();
+        me.unpark();
+        // A token left before parking makes the park return at once.
+        assert_eq!(park(None), Parked::Woken);
+        let start = Instant::now();
+        let deadline = start + std::time::Duration::from_millis(20);
+        while park(Some(deadline)) != Parked::TimedOut {}
+        assert!(start.elapsed() >= std::time::Duration::from_millis(20));
+    }
+}

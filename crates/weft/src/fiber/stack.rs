@@ -110,25 +110,31 @@ unsafe impl Stack for FiberStack {
 
 /// Turns a failed `mmap`/`mprotect` into an error that names the likely cause and the fix.
 fn map_error(err: io::Error, size: usize) -> io::Error {
-    if err.raw_os_error() == Some(libc::ENOMEM) {
-        let limit = std::fs::read_to_string("/proc/sys/vm/max_map_count")
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_else(|_| "unknown".to_owned());
-        io::Error::new(
-            io::ErrorKind::OutOfMemory,
-            format!(
-                "cannot map a {size}-byte fiber stack: {err}. Each fiber stack takes two memory \
-                 mappings and the kernel's per-process limit is vm.max_map_count = {limit}; \
-                 raise it (`sysctl -w vm.max_map_count=1048576`), use fewer live fibers, or \
-                 check the memory limit"
-            ),
-        )
-    } else {
-        io::Error::new(
+    if err.raw_os_error() != Some(libc::ENOMEM) {
+        return io::Error::new(
             err.kind(),
             format!("cannot map a {size}-byte fiber stack: {err}"),
-        )
+        );
     }
+    let limit: Option<usize> = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse().ok());
+    let mappings = std::fs::read_to_string("/proc/self/maps")
+        .map(|s| s.lines().count())
+        .ok();
+    let message = match (limit, mappings) {
+        (Some(limit), Some(mappings)) if mappings + 2 >= limit => format!(
+            "cannot map a {size}-byte fiber stack: the kernel's limit on memory mappings is \
+             reached ({mappings} of vm.max_map_count = {limit}; each fiber stack takes two). \
+             Raise it (`sysctl -w vm.max_map_count=1048576`) or keep fewer fibers alive"
+        ),
+        _ => format!(
+            "cannot map a {size}-byte fiber stack: {err}. The address space or memory limit \
+             is reached (check `ulimit -v`, the cgroup memory limit and vm.overcommit_memory), \
+             or use smaller stacks (weft::Builder::stack_size)"
+        ),
+    };
+    io::Error::new(io::ErrorKind::OutOfMemory, message)
 }
 
 /// Free stacks shared by every cluster, by usable size.
