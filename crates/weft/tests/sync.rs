@@ -16,11 +16,7 @@ use weft::sync::{oneshot, Barrier, Condvar, Mutex, Semaphore, WaitGroup};
 use weft::{Cancelled, Cluster, WaitError};
 
 fn cluster(name: &str) -> Cluster {
-    Cluster::builder()
-        .name(name)
-        .processors(2)
-        .build()
-        .unwrap()
+    Cluster::builder().name(name).processors(2).build().unwrap()
 }
 
 /// Lets freshly spawned fibers reach their blocking call.
@@ -32,7 +28,10 @@ fn settle() {
 fn eventually(what: &str, cond: impl Fn() -> bool) {
     let start = Instant::now();
     while !cond() {
-        assert!(start.elapsed() < Duration::from_secs(10), "timed out: {what}");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "timed out: {what}"
+        );
         thread::sleep(Duration::from_millis(1));
     }
 }
@@ -115,7 +114,10 @@ fn mutex_thread_waits_for_a_fiber_and_back() {
         c.spawn(move || m.lock().unwrap().push("fiber"))
     };
     settle();
-    assert!(!fiber.is_finished(), "the fiber must wait for the thread's lock");
+    assert!(
+        !fiber.is_finished(),
+        "the fiber must wait for the thread's lock"
+    );
     drop(guard);
     fiber.join().unwrap();
     // Now a fiber holds it across a sleep while this thread waits.
@@ -228,7 +230,9 @@ fn condvar_thread_notifies_fiber_and_fiber_notifies_thread() {
         c.spawn(move || {
             let (m, cv) = &*state;
             for round in 0..50 {
-                let mut g = cv.wait_while(m.lock().unwrap(), |v| *v != 2 * round + 1).unwrap();
+                let mut g = cv
+                    .wait_while(m.lock().unwrap(), |v| *v != 2 * round + 1)
+                    .unwrap();
                 *g += 1;
                 cv.notify_all();
             }
@@ -533,7 +537,10 @@ fn channel_backpressure_parks_the_sender_until_a_receive() {
         })
     };
     settle();
-    assert!(!sent_second.load(Ordering::SeqCst), "send must wait for room");
+    assert!(
+        !sent_second.load(Ordering::SeqCst),
+        "send must wait for room"
+    );
     assert_eq!(rx.len(), 1);
     assert_eq!(rx.recv(), Ok(1));
     eventually("the sender is released by the receive", || {
@@ -694,7 +701,11 @@ fn oneshot_timeout_and_cancel_in_fibers() {
     victim.cancel();
     assert_eq!(victim.join().unwrap(), Err(RecvError::Cancelled));
     tx.send(9).unwrap();
-    assert_eq!(rx.recv(), Ok(9), "the cancelled waiter did not take the value");
+    assert_eq!(
+        rx.recv(),
+        Ok(9),
+        "the cancelled waiter did not take the value"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -781,7 +792,10 @@ fn barrier_fibers_and_threads_over_rounds() {
         .map(|_| thread::spawn(body(barrier.clone(), phase.clone())))
         .collect();
     let leaders: usize = fibers.into_iter().map(|f| f.join().unwrap()).sum::<usize>()
-        + threads.into_iter().map(|t| t.join().unwrap()).sum::<usize>();
+        + threads
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .sum::<usize>();
     assert_eq!(leaders, ROUNDS);
 }
 
@@ -800,7 +814,10 @@ fn barrier_cancelled_or_timed_out_arrival_is_taken_back() {
         let b = barrier.clone();
         c.spawn(move || {
             let start = Instant::now();
-            (b.wait_timeout(SHORT).map(|r| r.is_leader()), start.elapsed())
+            (
+                b.wait_timeout(SHORT).map(|r| r.is_leader()),
+                start.elapsed(),
+            )
         })
     };
     let (r, elapsed) = timed.join().unwrap();
@@ -809,7 +826,10 @@ fn barrier_cancelled_or_timed_out_arrival_is_taken_back() {
     // Had either arrival stayed, the first of these two would lead alone.
     let first = {
         let b = barrier.clone();
-        c.spawn(move || b.wait_timeout(Duration::from_secs(10)).map(|r| r.is_leader()))
+        c.spawn(move || {
+            b.wait_timeout(Duration::from_secs(10))
+                .map(|r| r.is_leader())
+        })
     };
     settle();
     assert!(!first.is_finished());

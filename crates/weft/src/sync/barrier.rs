@@ -159,9 +159,7 @@ mod tests {
             .map(|_| {
                 let b = b.clone();
                 std::thread::spawn(move || {
-                    (0..20)
-                        .filter(|_| b.wait().unwrap().is_leader())
-                        .count()
+                    (0..20).filter(|_| b.wait().unwrap().is_leader()).count()
                 })
             })
             .collect();

@@ -220,11 +220,13 @@ impl<T> Sender<T> {
     /// Gives the value back when every receiver is gone ([`SendError::Closed`]) or when the
     /// fiber is cancelled while it would wait ([`SendError::Cancelled`]).
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
-        self.shared.send_until(value, None).map_err(|(why, v)| match why {
-            Fail::Closed => SendError::Closed(v),
-            // No deadline, so no timeout.
-            Fail::Cancelled | Fail::TimedOut => SendError::Cancelled(v),
-        })
+        self.shared
+            .send_until(value, None)
+            .map_err(|(why, v)| match why {
+                Fail::Closed => SendError::Closed(v),
+                // No deadline, so no timeout.
+                Fail::Cancelled | Fail::TimedOut => SendError::Cancelled(v),
+            })
     }
 
     /// As [`Sender::send`], giving up after `timeout`.
@@ -446,7 +448,11 @@ mod tests {
             tx.send_timeout(4, Duration::from_secs(5)),
             Err(SendTimeoutError::Closed(4))
         );
-        assert_eq!(tx.len(), 0, "values left behind are dropped with the last receiver");
+        assert_eq!(
+            tx.len(),
+            0,
+            "values left behind are dropped with the last receiver"
+        );
     }
 
     #[test]

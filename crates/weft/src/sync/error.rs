@@ -257,6 +257,9 @@ mod tests {
             RecvTimeoutError::from(RecvError::Closed).to_string(),
             CLOSED_RECV
         );
-        assert_eq!(TryRecvError::Empty.to_string(), "receiving on an empty channel");
+        assert_eq!(
+            TryRecvError::Empty.to_string(),
+            "receiving on an empty channel"
+        );
     }
 }

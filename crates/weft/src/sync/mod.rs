@@ -37,8 +37,8 @@
 //! With waiters, [`Mutex`] and [`Semaphore`] hand the lock or permit directly to the first
 //! waiter (FIFO), so no waiter starves.
 
-pub mod channel;
 mod barrier;
+pub mod channel;
 mod condvar;
 mod error;
 mod mutex;

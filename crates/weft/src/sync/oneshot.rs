@@ -223,7 +223,10 @@ mod tests {
         assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
         assert!(!tx.is_closed());
         tx.send(5).unwrap();
-        assert_eq!(format!("{rx:?}"), "Receiver { ready: true, sender_alive: false }");
+        assert_eq!(
+            format!("{rx:?}"),
+            "Receiver { ready: true, sender_alive: false }"
+        );
         assert_eq!(rx.recv(), Ok(5));
         assert_eq!(rx.recv(), Err(RecvError::Closed), "the value comes once");
     }

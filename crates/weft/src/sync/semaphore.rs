@@ -24,7 +24,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::wait_queue::{deadline_after, wait, Wake, WaitQueue, Woke};
+use super::wait_queue::{deadline_after, wait, WaitQueue, Wake, Woke};
 use crate::error::{Cancelled, WaitError};
 
 /// Somebody waits in the queue (and then no permit is free).
@@ -57,7 +57,10 @@ impl Semaphore {
     /// # Panics
     /// When `permits` exceeds [`Semaphore::MAX_PERMITS`].
     pub const fn new(permits: usize) -> Semaphore {
-        assert!(permits <= Semaphore::MAX_PERMITS, "weft: too many semaphore permits");
+        assert!(
+            permits <= Semaphore::MAX_PERMITS,
+            "weft: too many semaphore permits"
+        );
         Semaphore {
             state: AtomicUsize::new(permits * ONE),
             waiters: WaitQueue::new(),

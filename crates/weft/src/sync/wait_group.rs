@@ -66,7 +66,10 @@ impl WaitGroup {
     pub fn done(&self) {
         let mut count = self.count.load(Ordering::Relaxed);
         loop {
-            assert!(count > 0, "weft: WaitGroup::done called more times than add");
+            assert!(
+                count > 0,
+                "weft: WaitGroup::done called more times than add"
+            );
             match self.count.compare_exchange_weak(
                 count,
                 count - 1,

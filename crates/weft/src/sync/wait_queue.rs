@@ -239,11 +239,9 @@ mod tests {
         let queue = WaitQueue::new();
         let waiter = queue.lock().push();
         let start = Instant::now();
-        let woke = wait(
-            &waiter,
-            Some(start + Duration::from_millis(20)),
-            || queue.lock().remove(&waiter),
-        );
+        let woke = wait(&waiter, Some(start + Duration::from_millis(20)), || {
+            queue.lock().remove(&waiter)
+        });
         assert_eq!(woke, Woke::TimedOut);
         assert!(start.elapsed() >= Duration::from_millis(20));
         assert!(queue.lock().is_empty());
