@@ -39,6 +39,66 @@ fn eventually(what: &str, cond: impl Fn() -> bool) {
 const SHORT: Duration = Duration::from_millis(30);
 
 // ---------------------------------------------------------------------------------------------
+// Plain OS threads only (no fiber anywhere): every primitive blocks the thread.
+
+#[test]
+fn every_primitive_between_plain_threads() {
+    // Mutex + Condvar: a counter passed back and forth.
+    let state = Arc::new((Mutex::new(0u32), Condvar::new()));
+    let other = {
+        let state = state.clone();
+        thread::spawn(move || {
+            let (m, cv) = &*state;
+            for round in 0..100 {
+                let mut g = cv
+                    .wait_while(m.lock().unwrap(), |v| *v != 2 * round + 1)
+                    .unwrap();
+                *g += 1;
+                cv.notify_one();
+            }
+        })
+    };
+    {
+        let (m, cv) = &*state;
+        for round in 0..100 {
+            *m.lock().unwrap() += 1;
+            cv.notify_one();
+            drop(
+                cv.wait_while(m.lock().unwrap(), |v| *v != 2 * round + 2)
+                    .unwrap(),
+            );
+        }
+    }
+    other.join().unwrap();
+    // Oneshot, WaitGroup, Barrier.
+    let wg = Arc::new(WaitGroup::new());
+    let barrier = Arc::new(Barrier::new(3));
+    let (tx, rx) = oneshot::channel();
+    let results = Arc::new(Mutex::new(Vec::new()));
+    wg.add(2);
+    let threads: Vec<_> = (0..2)
+        .map(|i| {
+            let (wg, barrier, results) = (wg.clone(), barrier.clone(), results.clone());
+            thread::spawn(move || {
+                results.lock().unwrap().push(i);
+                wg.done();
+                barrier.wait().unwrap().is_leader()
+            })
+        })
+        .collect();
+    wg.wait().unwrap();
+    assert_eq!(results.lock().unwrap().len(), 2);
+    let leader = barrier.wait().unwrap().is_leader();
+    let leaders = threads
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .fold(usize::from(leader), |n, l| n + usize::from(l));
+    assert_eq!(leaders, 1);
+    thread::spawn(move || tx.send("done").unwrap());
+    assert_eq!(rx.recv(), Ok("done"));
+}
+
+// ---------------------------------------------------------------------------------------------
 // Mutex
 
 #[test]

@@ -1,7 +1,7 @@
 //! Bounded multi-producer multi-consumer channels: [`bounded`].
 //!
 //! One OS lock guards the whole state: the buffer, the sender and receiver counts, and two
-//! [`WaitList`]s (senders waiting for room, receivers waiting for a value). Every critical
+//! `WaitList`s (senders waiting for room, receivers waiting for a value). Every critical
 //! section is a push, a pop or a count change; values are never dropped under the lock (their
 //! destructors may block) and nobody parks under it.
 //!
@@ -10,7 +10,7 @@
 //! notified waiter locks again and re-checks; if another sender or receiver got there first it
 //! queues again. So a value is never held by a waiter that gives up, and a cancelled receiver
 //! cannot swallow a message: either it left the queue un-notified, or it goes back and takes
-//! the value (the notification wins, see [`super::wait_queue`]).
+//! the value (the notification wins, see `sync/wait_queue.rs`).
 //!
 //! Closing: when the last sender goes, receivers are woken and drain what is left, then get
 //! `Closed`; when the last receiver goes, senders are woken and get their values back with

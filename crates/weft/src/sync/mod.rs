@@ -52,3 +52,27 @@ pub use condvar::Condvar;
 pub use mutex::{Mutex, MutexGuard};
 pub use semaphore::Semaphore;
 pub use wait_group::WaitGroup;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    fn send_sync<T: Send + Sync>() {}
+    fn sync<T: Sync>() {}
+
+    #[test]
+    fn auto_traits_match_std() {
+        // `T: Send` is enough to share a lock or a channel of `T` (`Cell` is `Send`, `!Sync`).
+        send_sync::<Mutex<Cell<u8>>>();
+        send_sync::<channel::Sender<Cell<u8>>>();
+        send_sync::<channel::Receiver<Cell<u8>>>();
+        send_sync::<oneshot::Sender<Cell<u8>>>();
+        send_sync::<oneshot::Receiver<Cell<u8>>>();
+        send_sync::<Condvar>();
+        send_sync::<Semaphore>();
+        send_sync::<WaitGroup>();
+        send_sync::<Barrier>();
+        sync::<MutexGuard<'static, u8>>();
+    }
+}

@@ -208,6 +208,12 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
 ///
 /// Like std's guard it is not `Send`, though a fiber may hold it across blocking calls (and so
 /// across moves between OS threads).
+///
+/// ```compile_fail
+/// fn send<T: Send>(_: T) {}
+/// let m = weft::sync::Mutex::new(0);
+/// send(m.lock().unwrap());
+/// ```
 #[must_use = "the mutex unlocks as soon as the guard is dropped"]
 pub struct MutexGuard<'a, T: ?Sized> {
     /// The mutex this guard owns; `Condvar` reads it to re-lock after a wait.

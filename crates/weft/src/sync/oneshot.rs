@@ -1,6 +1,6 @@
 //! One-shot channels (promises): [`channel`] carries exactly one value, once.
 //!
-//! One OS lock guards the slot, whether each half is alive, and the receivers' [`WaitList`]
+//! One OS lock guards the slot, whether each half is alive, and the receivers' `WaitList`
 //! (a `Receiver` may be shared by reference, so several fibers may wait on it; the first to look
 //! after the send gets the value, the others `Closed`). `send` fills the slot and notifies every
 //! waiter; a notified waiter re-checks under the lock, so notifications are hints and a waiter
