@@ -115,6 +115,7 @@ impl Semaphore {
     ///
     /// # Panics
     /// When the count would exceed [`Semaphore::MAX_PERMITS`].
+    #[inline]
     pub fn add_permits(&self, n: usize) {
         if n == 0 {
             return;

@@ -70,10 +70,12 @@ impl WaitGroup {
                 count > 0,
                 "weft: WaitGroup::done called more times than add"
             );
+            // Release publishes this task's work; Acquire lets the last `done` carry every
+            // earlier one's on to the waiters it notifies.
             match self.count.compare_exchange_weak(
                 count,
                 count - 1,
-                Ordering::Release,
+                Ordering::AcqRel,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => break,

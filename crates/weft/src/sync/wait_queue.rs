@@ -65,7 +65,10 @@ impl Waiter {
 
 /// A popped waiter to wake once the owner's lock is released.
 #[must_use = "a popped waiter must be woken, or it parks forever"]
-pub(crate) struct Wake(Arc<Waiter>);
+pub(crate) struct Wake(
+    /// The popped waiter: holding it keeps its unparker alive until the wake-up.
+    Arc<Waiter>,
+);
 
 impl Wake {
     /// Wakes the waiter. Call it after releasing the owner's lock.
@@ -76,7 +79,10 @@ impl Wake {
 
 /// Several popped waiters to wake once the owner's lock is released.
 #[must_use = "popped waiters must be woken, or they park forever"]
-pub(crate) struct WakeAll(VecDeque<Arc<Waiter>>);
+pub(crate) struct WakeAll(
+    /// The popped waiters, in the order they waited (woken in that order).
+    VecDeque<Arc<Waiter>>,
+);
 
 impl WakeAll {
     /// Wakes every waiter. Call it after releasing the owner's lock.
