@@ -24,13 +24,13 @@
 //!
 //! # Internals and lock order
 //!
-//! Every primitive is built on the runtime's park/unpark and on `wait_queue`, a FIFO of waiters each
-//! holding an unparker and a notified flag. Waiter lists live behind short `std::sync::Mutex`
-//! critical sections (a push, a pop, a count change) that never park, never run user code
-//! and never drop user values; wake-ups happen after the lock is released. Each primitive has
-//! exactly one such lock, and no code path holds two, so there is no lock order to get wrong.
-//! (A `Condvar` wait takes the condvar's lock, releases it, then unlocks the `Mutex`: one at a
-//! time.)
+//! Every primitive is built on the runtime's park/unpark and on `wait_queue`, a FIFO of
+//! waiters each holding an unparker and a notified flag. Waiter lists live behind short
+//! `std::sync::Mutex` critical sections (a push, a pop, a count change) that never park, never
+//! run user code and never drop user values; wake-ups happen after the lock is released. Each
+//! primitive has exactly one such lock, and no code path holds two, so there is no lock order
+//! to get wrong. (A `Condvar` wait takes the condvar's lock, releases it, then unlocks the
+//! `Mutex`, which may take the mutex's queue lock: one at a time.)
 //!
 //! The fast paths need no lock at all: [`Mutex`] and [`Semaphore`] take and release with one
 //! compare-and-swap on an atomic word when nobody waits, and [`WaitGroup`] counts with atomics.
