@@ -17,6 +17,12 @@ pub(crate) struct LocalMap {
     slots: Vec<Option<*mut dyn Any>>,
 }
 
+impl LocalMap {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+}
+
 impl Drop for LocalMap {
     fn drop(&mut self) {
         for value in self.slots.drain(..).flatten() {

@@ -23,15 +23,9 @@ use crate::error::Cancelled;
 use crate::runtime::{self, processor, Cluster};
 
 /// The fiber running on this thread, or null. Never inlined (see `runtime::processor`).
-#[inline(never)]
+#[inline(always)]
 pub(crate) fn current_fiber_ptr() -> *const Fiber {
-    let p = processor::current();
-    if p.is_null() {
-        std::ptr::null()
-    } else {
-        // SAFETY: a non-null `current` is this thread's live processor.
-        unsafe { (*p).running.get() }
-    }
+    processor::running_fiber()
 }
 
 /// Runs `f` with the current fiber, if the caller is one. `f` must not switch out.
@@ -61,34 +55,38 @@ pub(crate) fn current_ref() -> Option<FiberRef> {
     }
 }
 
-/// Switches the current fiber out. Callers are fibers.
-fn suspend(reason: Suspend) {
-    let ptr = current_fiber_ptr();
-    assert!(!ptr.is_null(), "weft: suspend called outside a fiber");
-    // SAFETY: the fiber is running, so its record is alive and its yielder was set when its
-    // coroutine started; the yielder may only be used on the fiber's own stack, where we are.
+/// Switches the fiber `me` (the caller) out.
+///
+/// # Safety
+/// `me` must be the fiber running on this thread (from `current_fiber_ptr`), and the caller must
+/// run on its stack.
+unsafe fn suspend(me: *const Fiber, reason: Suspend) {
+    // SAFETY: per the contract `me` is running, so its record is alive and its yielder was set
+    // when its coroutine started; we are on its stack, where the yielder may be used.
     unsafe {
-        let yielder = (*ptr).yielder.get();
+        let yielder = (*me).yielder.get();
         (*yielder).suspend(reason);
     }
 }
 
 /// Parks the current fiber until unparked or `deadline` (the fiber half of `park::park`).
 pub(crate) fn park_current(deadline: Option<Instant>) {
-    let timer = {
-        let Some(me) = current_ref() else {
-            return;
-        };
-        if self::core::take_token(&me.0) {
-            return;
-        }
-        match deadline {
-            Some(d) if Instant::now() >= d => return,
-            Some(d) => runtime::add_timer(d, me),
-            None => None,
-        }
+    let me = current_fiber_ptr();
+    if me.is_null() {
+        return;
+    }
+    // SAFETY: a non-null `current_fiber_ptr` is the fiber running here, alive while it runs.
+    let fiber = unsafe { &*me };
+    if self::core::take_token(fiber) {
+        return;
+    }
+    let timer = match deadline {
+        Some(d) if Instant::now() >= d => return,
+        Some(d) => runtime::add_timer(d, current_ref().expect("running in a fiber")),
+        None => None,
     };
-    suspend(Suspend::Park);
+    // SAFETY: `me` is the running fiber and we are on its stack.
+    unsafe { suspend(me, Suspend::Park) };
     if let Some(timer) = timer {
         timer.cancel();
     }
@@ -102,10 +100,12 @@ pub fn is_cancelled() -> bool {
 /// Lets other runnable fibers run; the caller goes to the back of its cluster's yield queue.
 /// Outside fibers, yields the OS thread.
 pub fn yield_now() {
-    if in_fiber() {
-        suspend(Suspend::Yield);
-    } else {
+    let me = current_fiber_ptr();
+    if me.is_null() {
         std::thread::yield_now();
+    } else {
+        // SAFETY: `me` is the running fiber and we are on its stack.
+        unsafe { suspend(me, Suspend::Yield) };
     }
 }
 
@@ -141,11 +141,13 @@ pub fn name() -> Option<String> {
 /// When called outside a fiber.
 pub fn migrate(cluster: &Cluster) {
     let here = runtime::current_cluster();
-    assert!(in_fiber(), "weft::migrate called outside a fiber");
+    let me = current_fiber_ptr();
+    assert!(!me.is_null(), "weft::migrate called outside a fiber");
     if here.is_some_and(|h| std::sync::Arc::ptr_eq(&h, &cluster.shared)) {
         return;
     }
-    suspend(Suspend::Migrate(cluster.shared.clone()));
+    // SAFETY: `me` is the running fiber and we are on its stack.
+    unsafe { suspend(me, Suspend::Migrate(cluster.shared.clone())) };
 }
 
 /// The current fiber's locals, or the thread's outside fibers.

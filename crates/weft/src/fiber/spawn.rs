@@ -132,8 +132,11 @@ impl Builder {
             let result = catch_unwind(AssertUnwindSafe(f));
             // Fiber-locals die with the fiber, on its own stack.
             // SAFETY: only the fiber itself touches its locals.
-            let locals = std::mem::take(unsafe { &mut *me.locals.get() });
-            let _ = catch_unwind(AssertUnwindSafe(move || drop(locals)));
+            let locals = unsafe { &mut *me.locals.get() };
+            if !locals.is_empty() {
+                let locals = std::mem::take(locals);
+                let _ = catch_unwind(AssertUnwindSafe(move || drop(locals)));
+            }
             completion.complete(result);
         });
         let fiber = Arc::new(Fiber {

@@ -119,3 +119,29 @@ impl Idle {
         self.sleeping.load(Ordering::SeqCst)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_notify_wakes_a_registered_sleeper_unless_someone_searches() {
+        let idle = Idle::new(2);
+        let threads = [std::thread::current(), std::thread::current()];
+        idle.register_sleep(0);
+        idle.register_sleep(1);
+        assert_eq!(idle.sleeping(), 2);
+        assert!(idle.try_start_search());
+        idle.notify_work(&threads);
+        assert_eq!(idle.sleeping(), 2, "a searcher will find the work");
+        assert!(idle.end_search());
+        idle.notify_work(&threads);
+        assert_eq!(idle.sleeping(), 1, "one sleeper woken");
+        idle.unregister_sleep(1);
+        idle.unregister_sleep(0);
+        assert_eq!(idle.sleeping(), 0);
+        idle.register_sleep(0);
+        idle.wake_all(&threads);
+        assert_eq!(idle.sleeping(), 0);
+    }
+}

@@ -1,0 +1,324 @@
+//! [`Semaphore`]: a counting semaphore whose waiters park (fibers) or block (threads).
+//!
+//! One atomic word holds the state: `permits << 1 | WAITERS`.
+//! - `permits`: permits free right now;
+//! - `WAITERS`: the wait queue is not empty. It is changed only under the queue's lock.
+//!
+//! Invariant: **`WAITERS` set implies `permits == 0`**. A waiter sets `WAITERS` (under the
+//! queue lock, by compare-and-swap) only from a state with no permit, and while it is set no
+//! release adds to `permits`: it hands its permits straight to waiters instead.
+//!
+//! - `acquire` with a permit free: one compare-and-swap taking it.
+//! - `release` with nobody waiting: one compare-and-swap adding it.
+//! - `acquire` with none free: under the queue lock, take a permit that appeared meanwhile or set
+//!   `WAITERS` and queue; then park until a release hands a permit over.
+//! - `release` with `WAITERS` set: under the queue lock, notify the front waiters (each
+//!   notification *is* a permit, FIFO), and add whatever is left to `permits` in the same
+//!   compare-and-swap that clears `WAITERS` when the queue is empty.
+//!
+//! A waiter that times out or is cancelled removes itself (clearing `WAITERS` if it was the
+//! last). If a permit was handed to it first, it keeps the permit and the acquire succeeds (see
+//! [`super::wait_queue`]), so a cancelled waiter never swallows a permit.
+
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use super::wait_queue::{deadline_after, wait, WaitQueue, Wake, Woke};
+use crate::error::{Cancelled, WaitError};
+
+/// Somebody waits in the queue (and then no permit is free).
+const WAITERS: usize = 1;
+/// One permit, in the state word.
+const ONE: usize = 2;
+
+/// A counting semaphore for fibers and threads.
+///
+/// ```
+/// let s = weft::sync::Semaphore::new(1);
+/// s.acquire().unwrap();
+/// assert!(!s.try_acquire());
+/// s.release();
+/// assert_eq!(s.available_permits(), 1);
+/// ```
+pub struct Semaphore {
+    /// `permits << 1 | WAITERS`; see the module docs.
+    state: AtomicUsize,
+    /// Fibers and threads waiting for a permit, in arrival order.
+    waiters: WaitQueue,
+}
+
+impl Semaphore {
+    /// The most permits a semaphore can hold.
+    pub const MAX_PERMITS: usize = usize::MAX >> 1;
+
+    /// A semaphore with `permits` permits free.
+    ///
+    /// # Panics
+    /// When `permits` exceeds [`Semaphore::MAX_PERMITS`].
+    pub const fn new(permits: usize) -> Semaphore {
+        assert!(
+            permits <= Semaphore::MAX_PERMITS,
+            "weft: too many semaphore permits"
+        );
+        Semaphore {
+            state: AtomicUsize::new(permits * ONE),
+            waiters: WaitQueue::new(),
+        }
+    }
+
+    /// Takes a permit, parking the fiber (or blocking the thread) until one is free.
+    ///
+    /// Fails only when the calling fiber is cancelled while it would wait; a free permit is
+    /// taken even by a cancelled fiber.
+    #[inline]
+    pub fn acquire(&self) -> Result<(), Cancelled> {
+        if self.try_acquire() {
+            return Ok(());
+        }
+        self.acquire_slow(None).map_err(|_| Cancelled)
+    }
+
+    /// As [`Semaphore::acquire`], giving up with [`WaitError::TimedOut`] after `timeout`.
+    pub fn acquire_timeout(&self, timeout: Duration) -> Result<(), WaitError> {
+        if self.try_acquire() {
+            return Ok(());
+        }
+        self.acquire_slow(Some(timeout))
+    }
+
+    /// Takes a permit if one is free right now.
+    #[inline]
+    pub fn try_acquire(&self) -> bool {
+        let mut state = self.state.load(Ordering::Relaxed);
+        while state >= ONE {
+            match self.state.compare_exchange_weak(
+                state,
+                state - ONE,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => state = actual,
+            }
+        }
+        false
+    }
+
+    /// Adds one permit, handing it to the first waiter if there is one.
+    #[inline]
+    pub fn release(&self) {
+        self.add_permits(1);
+    }
+
+    /// Adds `n` permits, handing them to waiters first (FIFO).
+    ///
+    /// # Panics
+    /// When the count would exceed [`Semaphore::MAX_PERMITS`].
+    #[inline]
+    pub fn add_permits(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        assert!(
+            n <= Semaphore::MAX_PERMITS,
+            "weft: semaphore permit count overflow"
+        );
+        let mut state = self.state.load(Ordering::Relaxed);
+        while state & WAITERS == 0 {
+            let next = add(state, n);
+            match self.state.compare_exchange_weak(
+                state,
+                next,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(actual) => state = actual,
+            }
+        }
+        self.add_permits_slow(n);
+    }
+
+    /// Permits free right now (a snapshot).
+    pub fn available_permits(&self) -> usize {
+        self.state.load(Ordering::Relaxed) / ONE
+    }
+
+    /// Queues the caller and waits until a permit is handed to it.
+    #[cold]
+    fn acquire_slow(&self, timeout: Option<Duration>) -> Result<(), WaitError> {
+        let deadline = timeout.and_then(deadline_after);
+        let waiter = {
+            let mut list = self.waiters.lock();
+            let mut state = self.state.load(Ordering::Relaxed);
+            loop {
+                let next = if state >= ONE {
+                    state - ONE
+                } else if state & WAITERS == 0 {
+                    WAITERS
+                } else {
+                    break;
+                };
+                match self.state.compare_exchange_weak(
+                    state,
+                    next,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) if next & WAITERS == 0 => return Ok(()),
+                    Ok(_) => break,
+                    Err(actual) => state = actual,
+                }
+            }
+            list.push()
+        };
+        let woke = wait(&waiter, deadline, || {
+            let mut list = self.waiters.lock();
+            let removed = list.remove(&waiter);
+            if removed && list.is_empty() {
+                // No permit is free while WAITERS is set, so the word is exactly WAITERS.
+                self.state.fetch_and(!WAITERS, Ordering::Relaxed);
+            }
+            removed
+        });
+        match woke {
+            Woke::Notified => Ok(()),
+            Woke::TimedOut => Err(WaitError::TimedOut),
+            Woke::Cancelled => Err(WaitError::Cancelled),
+        }
+    }
+
+    /// Hands permits to waiters under the queue lock; adds the rest to the count.
+    #[cold]
+    fn add_permits_slow(&self, n: usize) {
+        let mut wakes: Vec<Wake> = Vec::new();
+        {
+            let mut list = self.waiters.lock();
+            let mut left = n;
+            while left > 0 {
+                let Some(wake) = list.notify_one() else { break };
+                wakes.push(wake);
+                left -= 1;
+            }
+            // Under the queue lock only fast-path acquires touch the word, and only while
+            // permits are free; WAITERS is ours to change.
+            let mut state = self.state.load(Ordering::Relaxed);
+            loop {
+                let waiters = if list.is_empty() { 0 } else { WAITERS };
+                let next = add(state & !WAITERS, left) | waiters;
+                match self.state.compare_exchange_weak(
+                    state,
+                    next,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break,
+                    Err(actual) => state = actual,
+                }
+            }
+        }
+        for wake in wakes {
+            wake.wake();
+        }
+    }
+}
+
+/// `state` with `n` more permits.
+fn add(state: usize, n: usize) -> usize {
+    assert!(
+        n <= Semaphore::MAX_PERMITS && state / ONE <= Semaphore::MAX_PERMITS - n,
+        "weft: semaphore permit count overflow"
+    );
+    state + n * ONE
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state.load(Ordering::Relaxed);
+        f.debug_struct("Semaphore")
+            .field("permits", &(state / ONE))
+            .field("waiters", &(state & WAITERS != 0))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    #[test]
+    fn counts() {
+        let s = Semaphore::new(2);
+        assert!(s.try_acquire());
+        assert!(s.try_acquire());
+        assert!(!s.try_acquire());
+        s.add_permits(3);
+        assert_eq!(s.available_permits(), 3);
+        s.add_permits(0);
+        assert_eq!(s.available_permits(), 3);
+        assert_eq!(format!("{s:?}"), "Semaphore { permits: 3, waiters: false }");
+    }
+
+    #[test]
+    #[should_panic(expected = "overflow")]
+    fn overflow_panics() {
+        let s = Semaphore::new(Semaphore::MAX_PERMITS);
+        s.release();
+    }
+
+    #[test]
+    fn timeout_leaves_the_count_alone() {
+        let s = Semaphore::new(0);
+        let start = Instant::now();
+        assert_eq!(
+            s.acquire_timeout(Duration::from_millis(20)),
+            Err(WaitError::TimedOut)
+        );
+        assert!(start.elapsed() >= Duration::from_millis(20));
+        assert_eq!(s.state.load(Ordering::Relaxed), 0);
+        s.release();
+        assert_eq!(s.available_permits(), 1);
+    }
+
+    #[test]
+    fn release_hands_off_to_waiting_threads() {
+        let s = Arc::new(Semaphore::new(0));
+        let threads: Vec<_> = (0..3)
+            .map(|_| {
+                let s = s.clone();
+                std::thread::spawn(move || s.acquire().unwrap())
+            })
+            .collect();
+        // Hand out permits one by one, some possibly before the threads wait.
+        s.release();
+        s.add_permits(2);
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(s.state.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn threads_ping_pong() {
+        let ping = Arc::new(Semaphore::new(0));
+        let pong = Arc::new(Semaphore::new(0));
+        let other = {
+            let (ping, pong) = (ping.clone(), pong.clone());
+            std::thread::spawn(move || {
+                for _ in 0..1000 {
+                    ping.acquire().unwrap();
+                    pong.release();
+                }
+            })
+        };
+        for _ in 0..1000 {
+            ping.release();
+            pong.acquire().unwrap();
+        }
+        other.join().unwrap();
+        assert_eq!(ping.available_permits() + pong.available_permits(), 0);
+    }
+}
