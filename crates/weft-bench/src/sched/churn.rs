@@ -22,8 +22,49 @@ fn skips_first_release(index: usize, fibers: usize) -> bool {
 }
 
 pub(super) fn weft(setup: &Setup) -> io::Result<Measured> {
-    let _ = setup;
-    Err(io::Error::other("weft::sync is not merged yet"))
+    use weft::sync::Semaphore;
+    let cluster = harness::weft_cluster(setup)?;
+    let flags = Flags::new();
+    let n = setup.fibers;
+    let sems: Arc<[Semaphore]> = (0..n).map(|_| Semaphore::new(0)).collect();
+    let handles: Vec<_> = (0..n)
+        .map(|index| {
+            let flags = flags.clone();
+            let sems = sems.clone();
+            cluster.spawn(move || {
+                let mut rng = Rng::new(index as u64);
+                let mut skip = skips_first_release(index, n);
+                while !flags.started() {
+                    weft::yield_now();
+                }
+                let mut ops = 0u64;
+                while !flags.stopped() {
+                    let sem = &sems[rng.below(n)];
+                    if !skip {
+                        sem.release();
+                    }
+                    skip = false;
+                    if sem.acquire().is_err() || flags.stopped() {
+                        break;
+                    }
+                    ops += 1;
+                }
+                ops
+            })
+        })
+        .collect();
+    let seconds = flags.run_for(setup.params.duration, || {});
+    // Let every parked fiber through so it can see the stop flag.
+    for sem in sems.iter() {
+        sem.add_permits(n);
+    }
+    let ops = harness::sum_weft(handles)?;
+    cluster.shutdown();
+    Ok(Measured {
+        ops,
+        seconds,
+        ..Measured::default()
+    })
 }
 
 pub(super) fn tokio(setup: &Setup) -> io::Result<Measured> {

@@ -67,8 +67,47 @@ fn ring_blocks(payload: Payload, size: usize) -> Vec<Block> {
 }
 
 pub(super) fn weft(setup: &Setup, payload: Payload) -> io::Result<Measured> {
-    let _ = (setup, payload);
-    Err(io::Error::other("weft::sync is not merged yet"))
+    use weft::sync::Semaphore;
+    let cluster = harness::weft_cluster(setup)?;
+    let flags = Flags::new();
+    let (rings, size) = layout(setup);
+    let mut firsts = Vec::with_capacity(rings);
+    let mut handles = Vec::with_capacity(rings * size);
+    for _ in 0..rings {
+        let sems: Vec<_> = (0..size).map(|_| Arc::new(Semaphore::new(0))).collect();
+        firsts.push(sems[0].clone());
+        for (i, block) in ring_blocks(payload, size).into_iter().enumerate() {
+            let mine = sems[i].clone();
+            let next = sems[(i + 1) % size].clone();
+            let flags = flags.clone();
+            handles.push(cluster.spawn(move || {
+                let mut ops = 0u64;
+                while mine.acquire().is_ok() {
+                    if flags.stopped() {
+                        // Pass the token on so the rest of the ring wakes up and sees the flag.
+                        next.release();
+                        break;
+                    }
+                    write_block(&block);
+                    ops += 1;
+                    next.release();
+                }
+                ops
+            }));
+        }
+    }
+    let seconds = flags.run_for(setup.params.duration, || {
+        for first in &firsts {
+            first.release();
+        }
+    });
+    let ops = harness::sum_weft(handles)?;
+    cluster.shutdown();
+    Ok(Measured {
+        ops,
+        seconds,
+        ..Measured::default()
+    })
 }
 
 pub(super) fn tokio(setup: &Setup, payload: Payload) -> io::Result<Measured> {
