@@ -23,6 +23,7 @@ use std::sync::Arc;
 pub use crate::fiber::Task;
 
 pub mod global_fifo;
+pub mod ring;
 
 /// The policy clusters get unless told otherwise.
 pub const DEFAULT_POLICY: &str = "global-fifo";
