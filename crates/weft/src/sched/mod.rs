@@ -23,10 +23,15 @@ use std::sync::Arc;
 pub use crate::fiber::Task;
 
 pub mod global_fifo;
+mod inject;
+pub mod lifo_stealing;
+pub mod relaxed_fifo;
 pub mod ring;
+mod rng;
+pub mod work_stealing;
 
 /// The policy clusters get unless told otherwise.
-pub const DEFAULT_POLICY: &str = "global-fifo";
+pub const DEFAULT_POLICY: &str = "work-stealing";
 
 /// Why a task is being queued by its processor: policies may treat new and woken work apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,11 +91,28 @@ pub struct PolicyInfo {
 }
 
 /// Every built-in policy, the default first.
-pub static POLICIES: &[PolicyInfo] = &[PolicyInfo {
-    name: "global-fifo",
-    summary: "one locked FIFO queue shared by all processors (the baseline)",
-    build: |n| Arc::new(global_fifo::GlobalFifo::new(n)),
-}];
+pub static POLICIES: &[PolicyInfo] = &[
+    PolicyInfo {
+        name: "work-stealing",
+        summary: "per-processor rings with a capped LIFO slot, steal-half, shared inject queue (Go/tokio)",
+        build: |n| Arc::new(work_stealing::WorkStealing::new(n)),
+    },
+    PolicyInfo {
+        name: "relaxed-fifo",
+        summary: "two timestamped lanes per processor, helping much older lanes (Cforall)",
+        build: |n| Arc::new(relaxed_fifo::RelaxedFifo::new(n)),
+    },
+    PolicyInfo {
+        name: "lifo-stealing",
+        summary: "Chase-Lev LIFO deque per processor, batch stealing, injector (crossbeam-deque)",
+        build: |n| Arc::new(lifo_stealing::LifoStealing::new(n)),
+    },
+    PolicyInfo {
+        name: "global-fifo",
+        summary: "one locked FIFO queue shared by all processors (the baseline)",
+        build: |n| Arc::new(global_fifo::GlobalFifo::new(n)),
+    },
+];
 
 /// The policy named `name`, built for `processors` processors.
 pub fn by_name(name: &str, processors: usize) -> Result<Arc<dyn Policy>, UnknownPolicy> {

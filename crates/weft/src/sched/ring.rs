@@ -276,12 +276,11 @@ impl<T> Local<T> {
             } else {
                 pack(steal, next_real)
             };
-            match self.inner.head.compare_exchange(
-                head,
-                next,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match self
+                .inner
+                .head
+                .compare_exchange(head, next, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => break real,
                 Err(actual) => head = actual,
             }

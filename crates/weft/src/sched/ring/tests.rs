@@ -162,7 +162,11 @@ fn capacity_must_be_a_power_of_two() {
 /// halves; every value must come out exactly once.
 #[test]
 fn stress_every_value_exactly_once() {
-    const VALUES: usize = if cfg!(debug_assertions) { 2_000_000 } else { 10_000_000 };
+    const VALUES: usize = if cfg!(debug_assertions) {
+        2_000_000
+    } else {
+        10_000_000
+    };
     const STEALERS: usize = 3;
     let seen: StdArc<Vec<AtomicU8>> = StdArc::new((0..VALUES).map(|_| AtomicU8::new(0)).collect());
     let count = StdArc::new(AtomicUsize::new(0));
