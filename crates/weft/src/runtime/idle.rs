@@ -119,3 +119,34 @@ impl Idle {
         self.sleeping.load(Ordering::SeqCst)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sleepers_are_counted_and_woken_once() {
+        let idle = Idle::new(2);
+        let threads = [std::thread::current(), std::thread::current()];
+        idle.register_sleep(0);
+        idle.register_sleep(1);
+        assert_eq!(idle.sleeping(), 2);
+        assert!(idle.wake_one(&threads));
+        assert_eq!(idle.sleeping(), 1);
+        // Whoever was woken unregisters as a no-op; the other one is still asleep.
+        idle.unregister_sleep(1);
+        idle.unregister_sleep(0);
+        assert_eq!(idle.sleeping(), 0);
+        assert!(!idle.wake_one(&threads));
+    }
+
+    #[test]
+    fn at_most_half_search() {
+        let idle = Idle::new(3);
+        assert!(idle.try_start_search());
+        assert!(idle.try_start_search());
+        assert!(!idle.try_start_search());
+        assert!(!idle.end_search());
+        assert!(idle.end_search());
+    }
+}
