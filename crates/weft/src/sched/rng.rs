@@ -36,7 +36,7 @@ impl XorShift {
     /// A number in `0..n` (`n > 0`), with a bias too small to matter for `n` in the thousands.
     pub(crate) fn below(&mut self, n: usize) -> usize {
         debug_assert!(n > 0);
-        ((self.next_u64() >> 32) * n as u64 >> 32) as usize
+        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
 }
 
