@@ -88,6 +88,22 @@ impl Idle {
         }
     }
 
+    /// Like [`Idle::notify_work`], but only wakes a sleeper when `visible()` (read after the
+    /// fence) says some processor other than the pusher could take work. A push the policy
+    /// keeps private to its processor (a LIFO slot) is run by that processor; waking another for
+    /// it only sends it searching in vain. No wake-up is lost: work this push made visible to
+    /// others is seen by `visible()`, which runs after the push and the fence.
+    #[inline]
+    pub(crate) fn notify_work_if(&self, threads: &[Thread], visible: impl FnOnce() -> bool) {
+        fence(Ordering::SeqCst);
+        if self.searching.load(Ordering::Relaxed) == 0
+            && self.sleeping.load(Ordering::Relaxed) > 0
+            && visible()
+        {
+            self.wake_one(threads);
+        }
+    }
+
     /// Wakes one sleeper, if any.
     pub(crate) fn wake_one(&self, threads: &[Thread]) -> bool {
         let index = {
