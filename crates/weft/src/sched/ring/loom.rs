@@ -1,9 +1,11 @@
-//! Model checks of the ring under loom: every interleaving (up to a preemption bound) of the
-//! owner and one or two stealers keeps each value exactly once.
+//! Model checks of the ring under loom: every interleaving of the owner and one or two stealers
+//! keeps each value exactly once, and no slot is read while it is written.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=/work/target-loom cargo test -p weft --release
 //! --lib ring::loom`. The rings have 4 slots so overflow and wrap-around are reachable in a few
-//! steps; the preemption bound keeps the whole file to well under two minutes.
+//! steps. The small models are explored exhaustively, the two larger ones with a preemption bound
+//! (see `model_bounded`); the file runs in well under two minutes. `LOOM_MAX_PREEMPTIONS`
+//! overrides the bound (0 stays 0: set a large number for exhaustive runs, about six minutes).
 
 use std::cell::RefCell;
 
@@ -11,14 +13,18 @@ use ::loom::thread;
 
 use super::{new, Local, Overflow};
 
-/// Preemptions loom explores per execution: 3 covers every bug seen in tokio's equivalent tests.
-const PREEMPTION_BOUND: usize = 3;
-
+/// Explores every interleaving (or as many as `LOOM_MAX_PREEMPTIONS` allows).
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    ::loom::model::Builder::new().check(f);
+}
+
+/// For the larger models: at most `preemptions` forced switches per execution, unless
+/// `LOOM_MAX_PREEMPTIONS` says otherwise. Five reaches every protocol step against every other
+/// (tokio runs its equivalent tests with three) and keeps these to seconds instead of the
+/// minutes an exhaustive run takes.
+fn model_bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = ::loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(PREEMPTION_BOUND);
-    }
+    builder.preemption_bound = builder.preemption_bound.or(Some(preemptions));
     builder.check(f);
 }
 
@@ -62,19 +68,21 @@ fn assert_exactly(mut got: Vec<u32>, n: u32) {
 /// Owner pushes and pops while one stealer steals.
 #[test]
 fn push_pop_vs_steal() {
-    model(|| {
+    model_bounded(5, || {
         let (mut local, steal) = new::<u32>(4);
-        let th = thread::spawn(move || steal_rounds(steal, 1));
+        let th = thread::spawn(move || steal_rounds(steal, 2));
         let sink = Sink::default();
         let mut got = Vec::new();
         local.push_back_or_overflow(0, &sink);
         local.push_back_or_overflow(1, &sink);
         got.extend(local.pop());
         local.push_back_or_overflow(2, &sink);
+        local.push_back_or_overflow(3, &sink);
+        got.extend(local.pop());
         drain(&mut local, &mut got);
         got.extend(th.join().unwrap());
         got.extend(sink.0.take());
-        assert_exactly(got, 3);
+        assert_exactly(got, 4);
     });
 }
 
@@ -88,7 +96,7 @@ fn overflow_vs_steal() {
         for v in 0..4 {
             local.push_back_or_overflow(v, &sink);
         }
-        let th = thread::spawn(move || steal_rounds(steal, 1));
+        let th = thread::spawn(move || steal_rounds(steal, 2));
         local.push_back_or_overflow(4, &sink);
         local.push_back_or_overflow(5, &sink);
         let mut got = Vec::new();
@@ -100,10 +108,10 @@ fn overflow_vs_steal() {
     });
 }
 
-/// Two stealers race each other and the owner's pops.
+/// Two stealers race each other and the owner's pop and push (which may overflow).
 #[test]
 fn two_stealers() {
-    model(|| {
+    model_bounded(5, || {
         let (mut local, steal) = new::<u32>(4);
         for v in 0..4 {
             local.push_back(v).unwrap();
@@ -113,12 +121,15 @@ fn two_stealers() {
             thread::spawn(move || steal_rounds(steal, 1))
         };
         let b = thread::spawn(move || steal_rounds(steal, 1));
+        let sink = Sink::default();
         let mut got = Vec::new();
         got.extend(local.pop());
+        local.push_back_or_overflow(4, &sink);
+        got.extend(sink.0.take());
         got.extend(a.join().unwrap());
         got.extend(b.join().unwrap());
         drain(&mut local, &mut got);
-        assert_exactly(got, 4);
+        assert_exactly(got, 5);
     });
 }
 
