@@ -17,6 +17,20 @@
 //!   that a processor other than its owner could take (the cluster brackets both sides with
 //!   `SeqCst` fences, so plain loads inside `has_work` are enough);
 //! - no operation blocks or parks; critical sections are short and bounded.
+//!
+//! The built-in policies, one file each ([`POLICIES`] lists them, the default first):
+//! - [`work_stealing`]: per-processor [`ring`]s, a capped LIFO slot, steal-half, an inject
+//!   queue checked every 61 ticks (Go, tokio);
+//! - [`relaxed_fifo`]: two timestamped lanes per processor, helping lanes much older than
+//!   one's own (Cforall);
+//! - [`lifo_stealing`]: Chase-Lev LIFO deques from `crossbeam-deque`, batch stealing;
+//! - [`global_fifo`]: one locked queue, the baseline.
+//!
+//! Shared pieces: [`ring`] (the lock-free bounded SPMC ring, model-checked with loom), `inject`
+//! (a locked FIFO with a lock-free length) and `rng` (xorshift for picking victims).
+//!
+//! Architecture Invariant: policies know nothing of fibers beyond [`Task`], nor of threads,
+//! sleeping or timers; the runtime knows nothing of how a policy stores its tasks.
 
 use std::sync::Arc;
 
@@ -30,7 +44,8 @@ pub mod ring;
 mod rng;
 pub mod work_stealing;
 
-/// The policy clusters get unless told otherwise.
+/// The policy clusters get unless told otherwise: work-stealing keeps a woken fiber on the
+/// processor that woke it (locality) and spreads bursts by stealing, with bounded unfairness.
 pub const DEFAULT_POLICY: &str = "work-stealing";
 
 /// Why a task is being queued by its processor: policies may treat new and woken work apart.

@@ -18,7 +18,7 @@
 //! - a value is moved out of a slot only by whoever advanced `real` past it (the owner's `pop`
 //!   and overflow, or a stealer's claim), so each value leaves the queue exactly once.
 //!
-//! All atomics and cells come from [`crate::loom`], so the `loom` tests below model-check the
+//! All atomics and cells come from `crate::loom`, so the `loom` tests below model-check the
 //! interleavings: `RUSTFLAGS="--cfg loom" cargo test -p weft --release --lib ring::loom`.
 
 use std::marker::PhantomData;

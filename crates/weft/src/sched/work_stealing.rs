@@ -2,7 +2,7 @@
 //!
 //! Each processor owns a bounded lock-free [`ring`] (FIFO) and a **LIFO slot** holding the task
 //! it made runnable last (spawned or woken), which it runs next: the task that was just handed
-//! data finds it in cache. The cluster shares one [`Inject`] queue for pushes from outside the
+//! data finds it in cache. The cluster shares one inject queue for pushes from outside the
 //! cluster and for ring overflow.
 //!
 //! `pop`, in order:
