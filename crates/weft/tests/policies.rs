@@ -440,17 +440,35 @@ fn remote_pushes_from_many_threads() {
     });
 }
 
-/// After a burst, idle processors go to sleep and a new task still gets run promptly.
+/// Processors fall asleep between bursts and must be woken for each one, from outside (remote
+/// push) and from inside (local pushes that overflow the LIFO slot). Pauses of random length
+/// aim at the window between a processor registering to sleep and its last look at the queues:
+/// a lost wake-up shows up as a burst that never finishes.
 #[test]
 fn wakes_after_idle() {
+    const BURSTS: u64 = 200;
     for_each_config("wakes_after_idle", |cluster, ctx| {
-        for _ in 0..3 {
-            std::thread::sleep(Duration::from_millis(20));
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..BURSTS {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            std::thread::sleep(Duration::from_micros(seed % 400));
             let h = cluster.spawn(|| {
-                let inner: Vec<_> = (0..8).map(|i| weft::spawn(move || i)).collect();
+                let inner: Vec<_> = (0..4)
+                    .map(|i| {
+                        weft::spawn(move || {
+                            weft::yield_now();
+                            i
+                        })
+                    })
+                    .collect();
                 inner.into_iter().map(|h| h.join().unwrap()).sum::<i32>()
             });
-            assert_eq!(join_within(h, ctx).unwrap(), 28, "{ctx}");
+            assert_eq!(join_within(h, ctx).unwrap(), 6, "{ctx}");
         }
+        // A long pause: every processor is surely asleep.
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(join_within(cluster.spawn(|| 5), ctx).unwrap(), 5, "{ctx}");
     });
 }
