@@ -262,8 +262,8 @@ impl LocalQueue for Local {
 
     fn pop(&mut self, _tick: u64) -> Option<Task> {
         self.pops = self.pops.wrapping_add(1);
-        let own_ns = self.oldest_own().map_or(EMPTY_NS, Lane::head_ns);
         if self.pops % HELP_INTERVAL == 0 {
+            let own_ns = self.oldest_own().map_or(EMPTY_NS, Lane::head_ns);
             if let Some(task) = self.try_help(own_ns) {
                 return Some(task);
             }
