@@ -63,6 +63,14 @@ impl ClusterShared {
         }
     }
 
+    /// Called by one of this cluster's processors after it queued work on itself: wakes a
+    /// sleeper only if the work is where a sleeper could take it (see `Idle::notify_work_if`).
+    pub(crate) fn notify_local_work(&self) {
+        if self.processors > 1 {
+            self.idle.notify_work_if(self.threads(), || self.has_work());
+        }
+    }
+
     pub(crate) fn push_yielded(&self, task: Task) {
         self.yielded.push(task);
     }

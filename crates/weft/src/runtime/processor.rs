@@ -228,7 +228,7 @@ impl Processor {
     /// Queues a task made runnable on this processor.
     pub(crate) fn push_local(&self, task: Task, origin: Origin) {
         self.local.borrow_mut().push(task, origin);
-        self.cluster.notify_work();
+        self.cluster.notify_local_work();
     }
 
     /// Arms a timer on this processor.
