@@ -37,7 +37,7 @@ use std::sync::Arc;
 pub use crate::fiber::Task;
 
 pub mod global_fifo;
-mod inject;
+pub(crate) mod inject;
 pub mod lifo_stealing;
 pub mod relaxed_fifo;
 pub mod ring;
