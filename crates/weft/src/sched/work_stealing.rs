@@ -121,6 +121,9 @@ impl Local {
     }
 
     fn pop_inject(&mut self) -> Option<Task> {
+        if self.shared.inject.is_empty() {
+            return None;
+        }
         let max = self.inject_share();
         self.shared.inject.pop_batch_into(&mut self.ring, max)
     }
