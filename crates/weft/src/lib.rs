@@ -13,7 +13,28 @@
 //!   none sleeps, and a wake-up is never lost.
 //! - [`sync`] has fiber-aware locks, semaphores, channels, promises and wait groups: they park
 //!   the fiber, not the OS thread, and also work from plain threads.
-//! - [`blocking`] runs a closure on a bounded helper pool while the fiber parks.
+//! - [`blocking()`] runs a closure on a bounded helper pool while the fiber parks.
+//!
+//! ```
+//! # fn main() -> std::io::Result<()> {
+//! let cluster = weft::Cluster::builder().processors(2).scheduler("work-stealing").build()?;
+//! let handle = cluster.spawn(|| {
+//!     let (tx, rx) = weft::sync::channel::bounded(16);
+//!     weft::spawn(move || {
+//!         for i in 0..100 {
+//!             tx.send(i).unwrap();
+//!         }
+//!     });
+//!     let mut sum = 0;
+//!     while let Ok(i) = rx.recv() {
+//!         sum += i;
+//!     }
+//!     sum
+//! });
+//! assert_eq!(handle.join().unwrap(), 4950);
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! ## The fiber contract
 //!
@@ -28,7 +49,7 @@
 //! waits, `sleep`, `join`) then returns [`Cancelled`] (or [`WaitError::Cancelled`]), which
 //! the fiber propagates with `?`. Cancellation is sticky.
 
-pub mod blocking;
+mod blocking;
 mod error;
 pub mod fiber;
 mod loom;

@@ -6,6 +6,7 @@
 //! cargo test -p weft --release loom` explores its interleavings.
 
 #[cfg(loom)]
+#[allow(unused_imports)]
 pub(crate) use loom::{
     cell::UnsafeCell,
     sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering},

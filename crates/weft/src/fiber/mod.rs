@@ -1,8 +1,8 @@
 //! Fibers: user-level threads with their own stacks.
 //!
 //! [`crate::spawn`] documents the fiber contract. This module holds the fiber record and its
-//! state machine ([`core`]), stacks ([`stack`]), stack-overflow reports ([`overflow`]),
-//! fiber-local storage ([`local`]) and the calls a fiber makes about itself.
+//! state machine (`core`), stacks (`stack`), stack-overflow reports (`overflow`),
+//! fiber-local storage (`local`) and the calls a fiber makes about itself.
 
 mod core;
 pub(crate) mod local;

@@ -7,43 +7,12 @@
 //! writes `fiber '<name>' (id N) has overflowed its stack` to stderr and aborts. Any other fault
 //! goes to the handler that was there before (Rust's, or the default action).
 //!
-//! Everything the handler touches is async-signal-safe: a const-initialised thread-local with no
-//! destructor, `write(2)` and `abort(3)`.
+//! Everything the handler touches is async-signal-safe: the processor's const-initialised
+//! thread-local `RUNNING` (no destructor), the running fiber's record (alive: it is the one that
+//! faulted), `write(2)` and `abort(3)`.
 
-use std::cell::Cell;
 use std::mem::MaybeUninit;
 use std::sync::Once;
-
-/// What the handler needs to know about the fiber running on this thread.
-#[derive(Clone, Copy)]
-pub(crate) struct RunningFiber {
-    pub(crate) guard_low: usize,
-    pub(crate) guard_high: usize,
-    pub(crate) id: u64,
-    pub(crate) name_ptr: *const u8,
-    pub(crate) name_len: usize,
-    pub(crate) stack_size: usize,
-}
-
-impl RunningFiber {
-    const NONE: RunningFiber = RunningFiber {
-        guard_low: 0,
-        guard_high: 0,
-        id: 0,
-        name_ptr: std::ptr::null(),
-        name_len: 0,
-        stack_size: 0,
-    };
-}
-
-thread_local! {
-    static RUNNING: Cell<RunningFiber> = const { Cell::new(RunningFiber::NONE) };
-}
-
-/// Records the fiber about to run on this thread (`None` once it switched out).
-pub(crate) fn set_running(fiber: Option<RunningFiber>) {
-    RUNNING.with(|r| r.set(fiber.unwrap_or(RunningFiber::NONE)));
-}
 
 static INSTALL: Once = Once::new();
 static mut PREVIOUS_SEGV: MaybeUninit<libc::sigaction> = MaybeUninit::uninit();
@@ -161,23 +130,27 @@ fn write_number(mut n: u64) {
 extern "C" fn handler(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let address = unsafe { (*info).si_addr() } as usize;
-    let running = RUNNING.with(|r| r.get());
-    if running.guard_high != 0 && address >= running.guard_low && address < running.guard_high {
-        write_stderr(b"\nfiber '");
-        if running.name_ptr.is_null() {
-            write_stderr(b"<unnamed>");
-        } else {
-            // SAFETY: the pointer and length come from the running fiber's name, which lives as
-            // long as the fiber, and the fiber is still running (it just faulted).
-            write_stderr(unsafe { std::slice::from_raw_parts(running.name_ptr, running.name_len) });
+    let running = crate::runtime::processor::running_fiber();
+    // SAFETY: a non-null RUNNING is the fiber resumed on this thread, alive while it runs (and
+    // it is running: this fault interrupted it or the processor code around it).
+    if let Some(fiber) = unsafe { running.as_ref() } {
+        let (low, high) = fiber.guard;
+        if address >= low && address < high {
+            write_stderr(b"\nfiber '");
+            match fiber.name.as_deref() {
+                Some(name) => write_stderr(name.as_bytes()),
+                None => write_stderr(b"<unnamed>"),
+            }
+            write_stderr(b"' (id ");
+            write_number(fiber.id);
+            write_stderr(b") has overflowed its stack (");
+            write_number(fiber.stack_size as u64);
+            write_stderr(
+                b" bytes; raise it with weft::Builder::stack_size)\nfatal runtime error: stack overflow\n",
+            );
+            // SAFETY: abort is async-signal-safe.
+            unsafe { libc::abort() };
         }
-        write_stderr(b"' (id ");
-        write_number(running.id);
-        write_stderr(b") has overflowed its stack (");
-        write_number(running.stack_size as u64);
-        write_stderr(b" bytes; raise it with weft::Builder::stack_size)\nfatal runtime error: stack overflow\n");
-        // SAFETY: abort is async-signal-safe.
-        unsafe { libc::abort() };
     }
     // Not ours: hand over to what was installed before.
     // SAFETY: PREVIOUS_* were written by install_handler before this handler was installed.

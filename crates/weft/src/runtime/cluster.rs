@@ -14,10 +14,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::thread::{JoinHandle, Thread};
 
-use crossbeam_deque::{Injector, Steal};
-
 use super::idle::Idle;
 use super::processor::{self, Processor};
+use super::yield_queue::{self, YieldShared};
 use crate::fiber::{stack, Task};
 use crate::sched::{self, Policy};
 
@@ -28,8 +27,9 @@ pub(crate) struct ClusterShared {
     pub(crate) id: u64,
     pub(crate) name: Arc<str>,
     pub(crate) policy: Arc<dyn Policy>,
-    /// Fibers that called `yield_now`; every processor serves it every few rounds.
-    yielded: Injector<Task>,
+    /// Fibers that called `yield_now`: one lane per processor plus an overflow (see
+    /// `yield_queue`).
+    pub(crate) yielded: YieldShared,
     pub(crate) idle: Idle,
     /// The processor threads, for waking them; set before any processor runs.
     threads: OnceLock<Vec<Thread>>,
@@ -63,23 +63,17 @@ impl ClusterShared {
         }
     }
 
-    pub(crate) fn push_yielded(&self, task: Task) {
-        self.yielded.push(task);
-    }
-
-    pub(crate) fn pop_yielded(&self) -> Option<Task> {
-        loop {
-            match self.yielded.steal() {
-                Steal::Success(task) => return Some(task),
-                Steal::Empty => return None,
-                Steal::Retry => std::hint::spin_loop(),
-            }
+    /// Called by one of this cluster's processors after it queued work on itself: wakes a
+    /// sleeper only if the work is where a sleeper could take it (see `Idle::notify_work_if`).
+    pub(crate) fn notify_local_work(&self) {
+        if self.processors > 1 {
+            self.idle.notify_work_if(self.threads(), || self.has_work());
         }
     }
 
     /// Whether any processor could find work in a shared place.
     pub(crate) fn has_work(&self) -> bool {
-        !self.yielded.is_empty() || self.policy.has_work()
+        self.yielded.has_work() || self.policy.has_work()
     }
 
     fn stop(&self) {
@@ -259,11 +253,12 @@ impl ClusterBuilder {
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
             PolicyChoice::Given(p) => p,
         };
+        let (yielded, lanes) = yield_queue::new(processors);
         let shared = Arc::new(ClusterShared {
             id: NEXT_CLUSTER_ID.fetch_add(1, Ordering::Relaxed),
             name: self.name.into(),
             policy: policy.clone(),
-            yielded: Injector::new(),
+            yielded,
             idle: Idle::new(processors),
             threads: OnceLock::new(),
             stack_size,
@@ -274,7 +269,7 @@ impl ClusterBuilder {
         });
         let start = Arc::new(Barrier::new(processors + 1));
         let mut handles = Vec::with_capacity(processors);
-        for index in 0..processors {
+        for (index, lane) in lanes.into_iter().enumerate() {
             let local = policy.clone().local(index);
             let cluster = shared.clone();
             let gate = start.clone();
@@ -282,7 +277,7 @@ impl ClusterBuilder {
                 .name(format!("weft-{}-{index}", shared.name))
                 .spawn(move || {
                     gate.wait();
-                    Processor::run(index, cluster, local);
+                    Processor::run(index, cluster, local, lane);
                 });
             match spawned {
                 Ok(h) => handles.push(h),

@@ -88,6 +88,22 @@ impl Idle {
         }
     }
 
+    /// Like [`Idle::notify_work`], but only wakes a sleeper when `visible()` (read after the
+    /// fence) says some processor other than the pusher could take work. A push the policy
+    /// keeps private to its processor (a LIFO slot) is run by that processor; waking another for
+    /// it only sends it searching in vain. No wake-up is lost: work this push made visible to
+    /// others is seen by `visible()`, which runs after the push and the fence.
+    #[inline]
+    pub(crate) fn notify_work_if(&self, threads: &[Thread], visible: impl FnOnce() -> bool) {
+        fence(Ordering::SeqCst);
+        if self.searching.load(Ordering::Relaxed) == 0
+            && self.sleeping.load(Ordering::Relaxed) > 0
+            && visible()
+        {
+            self.wake_one(threads);
+        }
+    }
+
     /// Wakes one sleeper, if any.
     pub(crate) fn wake_one(&self, threads: &[Thread]) -> bool {
         let index = {
@@ -125,23 +141,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_notify_wakes_a_registered_sleeper_unless_someone_searches() {
+    fn sleepers_are_counted_and_woken_once() {
         let idle = Idle::new(2);
         let threads = [std::thread::current(), std::thread::current()];
         idle.register_sleep(0);
         idle.register_sleep(1);
         assert_eq!(idle.sleeping(), 2);
-        assert!(idle.try_start_search());
-        idle.notify_work(&threads);
-        assert_eq!(idle.sleeping(), 2, "a searcher will find the work");
-        assert!(idle.end_search());
-        idle.notify_work(&threads);
-        assert_eq!(idle.sleeping(), 1, "one sleeper woken");
+        assert!(idle.wake_one(&threads));
+        assert_eq!(idle.sleeping(), 1);
+        // Whoever was woken unregisters as a no-op; the other one is still asleep.
         idle.unregister_sleep(1);
         idle.unregister_sleep(0);
         assert_eq!(idle.sleeping(), 0);
-        idle.register_sleep(0);
-        idle.wake_all(&threads);
-        assert_eq!(idle.sleeping(), 0);
+        assert!(!idle.wake_one(&threads));
+    }
+
+    #[test]
+    fn at_most_half_search() {
+        let idle = Idle::new(3);
+        assert!(idle.try_start_search());
+        assert!(idle.try_start_search());
+        assert!(!idle.try_start_search());
+        assert!(!idle.end_search());
+        assert!(idle.end_search());
     }
 }

@@ -4,6 +4,7 @@ pub(crate) mod cluster;
 pub(crate) mod idle;
 pub(crate) mod processor;
 pub(crate) mod timer;
+pub(crate) mod yield_queue;
 
 use std::io;
 use std::sync::Arc;

@@ -20,6 +20,7 @@ use corosensei::CoroutineResult;
 
 use super::cluster::ClusterShared;
 use super::timer::{TimerHeap, TimerShared};
+use super::yield_queue::YieldLane;
 use crate::fiber::{self, Fiber, FiberRef, FiberStack, Suspend, Task};
 use crate::sched::{LocalQueue, Origin};
 
@@ -34,6 +35,8 @@ pub(crate) struct Processor {
     pub(crate) index: usize,
     pub(crate) cluster: Arc<ClusterShared>,
     local: RefCell<Box<dyn LocalQueue>>,
+    /// This processor's lane of the cluster's yield queue.
+    yield_lane: RefCell<YieldLane>,
     timers: RefCell<TimerHeap>,
     /// Free stacks of the cluster's default size, kept here to spare the global pool's lock.
     pub(crate) stacks: RefCell<Vec<FiberStack>>,
@@ -63,13 +66,19 @@ pub(crate) fn current() -> *const Processor {
 
 impl Processor {
     /// The body of a processor thread; returns when the cluster stops and no work is left.
-    pub(crate) fn run(index: usize, cluster: Arc<ClusterShared>, local: Box<dyn LocalQueue>) {
+    pub(crate) fn run(
+        index: usize,
+        cluster: Arc<ClusterShared>,
+        local: Box<dyn LocalQueue>,
+        yield_lane: YieldLane,
+    ) {
         fiber::overflow::install_handler();
         let _alt_stack = fiber::overflow::AltStack::ensure();
         let processor = Processor {
             index,
             cluster,
             local: RefCell::new(local),
+            yield_lane: RefCell::new(yield_lane),
             timers: RefCell::new(TimerHeap::default()),
             stacks: RefCell::new(Vec::new()),
             tick: Cell::new(0),
@@ -109,12 +118,12 @@ impl Processor {
 
     fn next_task(&self, tick: u64) -> Option<Task> {
         if tick % YIELD_CHECK_INTERVAL == 0 {
-            if let Some(task) = self.cluster.pop_yielded() {
+            if let Some(task) = self.pop_yielded() {
                 return Some(task);
             }
         }
         let task = self.local.borrow_mut().pop(tick);
-        task.or_else(|| self.cluster.pop_yielded())
+        task.or_else(|| self.pop_yielded())
     }
 
     /// Steals for a while; returns a task, or `None` when it is time to sleep.
@@ -126,7 +135,10 @@ impl Processor {
         let mut found = None;
         for round in 0..SEARCH_ROUNDS {
             let stolen = self.local.borrow_mut().steal();
-            if let Some(task) = stolen.or_else(|| self.cluster.pop_yielded()) {
+            let stolen = stolen
+                .or_else(|| self.pop_yielded())
+                .or_else(|| self.yield_lane.borrow_mut().steal(&self.cluster.yielded));
+            if let Some(task) = stolen {
                 found = Some(task);
                 break;
             }
@@ -168,6 +180,10 @@ impl Processor {
         idle.unregister_sleep(self.index);
     }
 
+    fn pop_yielded(&self) -> Option<Task> {
+        self.yield_lane.borrow_mut().pop(&self.cluster.yielded)
+    }
+
     fn fire_timers(&self) {
         if self.timers.borrow().is_empty() {
             return;
@@ -182,23 +198,18 @@ impl Processor {
     fn run_task(&self, task: Task) {
         let fiber: &Fiber = &task.0;
         RUNNING.with(|r| r.set(Arc::as_ptr(&task.0)));
-        fiber::overflow::set_running(Some(fiber::overflow::RunningFiber {
-            guard_low: fiber.guard.0,
-            guard_high: fiber.guard.1,
-            id: fiber.id,
-            name_ptr: fiber.name.as_deref().map_or(ptr::null(), |n| n.as_ptr()),
-            name_len: fiber.name.as_deref().map_or(0, str::len),
-            stack_size: fiber.stack_size,
-        }));
         // SAFETY: this processor holds the fiber's only Task, so nobody else touches the
         // coroutine until it is handed on below.
         let coroutine =
             unsafe { (*fiber.coroutine.get()).as_mut() }.expect("a runnable fiber has a coroutine");
         let result = coroutine.resume(());
-        fiber::overflow::set_running(None);
         RUNNING.with(|r| r.set(ptr::null()));
         match result {
-            CoroutineResult::Yield(Suspend::Yield) => self.cluster.push_yielded(task),
+            CoroutineResult::Yield(Suspend::Yield) => {
+                self.yield_lane
+                    .borrow_mut()
+                    .push(&self.cluster.yielded, task);
+            }
             CoroutineResult::Yield(Suspend::Park) => {
                 if let Some(task) = fiber::finish_park(task) {
                     self.local.borrow_mut().push(task, Origin::Wake);
@@ -228,7 +239,7 @@ impl Processor {
     /// Queues a task made runnable on this processor.
     pub(crate) fn push_local(&self, task: Task, origin: Origin) {
         self.local.borrow_mut().push(task, origin);
-        self.cluster.notify_work();
+        self.cluster.notify_local_work();
     }
 
     /// Arms a timer on this processor.

@@ -17,15 +17,36 @@
 //!   that a processor other than its owner could take (the cluster brackets both sides with
 //!   `SeqCst` fences, so plain loads inside `has_work` are enough);
 //! - no operation blocks or parks; critical sections are short and bounded.
+//!
+//! The built-in policies, one file each ([`POLICIES`] lists them, the default first):
+//! - [`work_stealing`]: per-processor [`ring`]s, a capped LIFO slot, steal-half, an inject
+//!   queue checked every 61 ticks (Go, tokio);
+//! - [`relaxed_fifo`]: two timestamped lanes per processor, helping lanes much older than
+//!   one's own (Cforall);
+//! - [`lifo_stealing`]: Chase-Lev LIFO deques from `crossbeam-deque`, batch stealing;
+//! - [`global_fifo`]: one locked queue, the baseline.
+//!
+//! Shared pieces: [`ring`] (the lock-free bounded SPMC ring, model-checked with loom), `inject`
+//! (a locked FIFO with a lock-free length) and `rng` (xorshift for picking victims).
+//!
+//! Architecture Invariant: policies know nothing of fibers beyond [`Task`], nor of threads,
+//! sleeping or timers; the runtime knows nothing of how a policy stores its tasks.
 
 use std::sync::Arc;
 
 pub use crate::fiber::Task;
 
 pub mod global_fifo;
+pub(crate) mod inject;
+pub mod lifo_stealing;
+pub mod relaxed_fifo;
+pub mod ring;
+mod rng;
+pub mod work_stealing;
 
-/// The policy clusters get unless told otherwise.
-pub const DEFAULT_POLICY: &str = "global-fifo";
+/// The policy clusters get unless told otherwise: work-stealing keeps a woken fiber on the
+/// processor that woke it (locality) and spreads bursts by stealing, with bounded unfairness.
+pub const DEFAULT_POLICY: &str = "work-stealing";
 
 /// Why a task is being queued by its processor: policies may treat new and woken work apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,11 +106,28 @@ pub struct PolicyInfo {
 }
 
 /// Every built-in policy, the default first.
-pub static POLICIES: &[PolicyInfo] = &[PolicyInfo {
-    name: "global-fifo",
-    summary: "one locked FIFO queue shared by all processors (the baseline)",
-    build: |n| Arc::new(global_fifo::GlobalFifo::new(n)),
-}];
+pub static POLICIES: &[PolicyInfo] = &[
+    PolicyInfo {
+        name: "work-stealing",
+        summary: "per-processor rings with a capped LIFO slot, steal-half, shared inject queue (Go/tokio)",
+        build: |n| Arc::new(work_stealing::WorkStealing::new(n)),
+    },
+    PolicyInfo {
+        name: "relaxed-fifo",
+        summary: "two timestamped lanes per processor, helping much older lanes (Cforall)",
+        build: |n| Arc::new(relaxed_fifo::RelaxedFifo::new(n)),
+    },
+    PolicyInfo {
+        name: "lifo-stealing",
+        summary: "Chase-Lev LIFO deque per processor, batch stealing, injector (crossbeam-deque)",
+        build: |n| Arc::new(lifo_stealing::LifoStealing::new(n)),
+    },
+    PolicyInfo {
+        name: "global-fifo",
+        summary: "one locked FIFO queue shared by all processors (the baseline)",
+        build: |n| Arc::new(global_fifo::GlobalFifo::new(n)),
+    },
+];
 
 /// The policy named `name`, built for `processors` processors.
 pub fn by_name(name: &str, processors: usize) -> Result<Arc<dyn Policy>, UnknownPolicy> {
