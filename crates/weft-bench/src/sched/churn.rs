@@ -24,7 +24,7 @@ fn skips_first_release(index: usize, fibers: usize) -> bool {
 pub(super) fn weft(setup: &Setup) -> io::Result<Measured> {
     use weft::sync::Semaphore;
     let cluster = harness::weft_cluster(setup)?;
-    let flags = Flags::new();
+    let flags = Flags::new(setup.fibers);
     let n = setup.fibers;
     let sems: Arc<[Semaphore]> = (0..n).map(|_| Semaphore::new(0)).collect();
     let handles: Vec<_> = (0..n)
@@ -34,9 +34,7 @@ pub(super) fn weft(setup: &Setup) -> io::Result<Measured> {
             cluster.spawn(move || {
                 let mut rng = Rng::new(index as u64);
                 let mut skip = skips_first_release(index, n);
-                while !flags.started() {
-                    weft::yield_now();
-                }
+                flags.wait_start_weft();
                 let mut ops = 0u64;
                 while !flags.stopped() {
                     let sem = &sems[rng.below(n)];
@@ -70,7 +68,7 @@ pub(super) fn weft(setup: &Setup) -> io::Result<Measured> {
 pub(super) fn tokio(setup: &Setup) -> io::Result<Measured> {
     use tokio::sync::Semaphore;
     let rt = harness::tokio_runtime(setup)?;
-    let flags = Flags::new();
+    let flags = Flags::new(setup.fibers);
     let n = setup.fibers;
     let sems: Arc<[Semaphore]> = (0..n).map(|_| Semaphore::new(0)).collect();
     let handles: Vec<_> = (0..n)
@@ -80,9 +78,7 @@ pub(super) fn tokio(setup: &Setup) -> io::Result<Measured> {
             rt.spawn(async move {
                 let mut rng = Rng::new(index as u64);
                 let mut skip = skips_first_release(index, n);
-                while !flags.started() {
-                    tokio::task::yield_now().await;
-                }
+                flags.wait_start_tokio().await;
                 let mut ops = 0u64;
                 while !flags.stopped() {
                     let sem = &sems[rng.below(n)];

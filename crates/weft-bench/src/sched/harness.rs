@@ -60,23 +60,43 @@ pub(super) fn sum_tokio(
     })
 }
 
-/// The start and stop signals every worker watches. Each sits on its own cache line: `stop` is
-/// read once per operation by every worker and must not share a line with anything written.
-#[derive(Default)]
+/// The start gate and stop flag every worker watches.
+///
+/// Workers that must not start before the clock does wait at a gate: a semaphore of the
+/// runtime being measured, opened by [`Flags::run_for`]. (A gate that polls a flag with
+/// `yield_now` would make the start depend on how fairly the runtime schedules yields, and a
+/// fiber left behind would change what the benchmark measures.) `stop` sits alone on its cache
+/// line: every worker reads it once per operation.
 pub(super) struct Flags {
-    go: Padded<AtomicBool>,
+    /// How many workers wait at the gate.
+    waiting: usize,
+    gate_weft: weft::sync::Semaphore,
+    gate_tokio: tokio::sync::Semaphore,
     stop: Padded<AtomicBool>,
 }
 
 impl Flags {
-    pub(super) fn new() -> Arc<Flags> {
-        Arc::new(Flags::default())
+    /// Flags for `waiting` workers that will wait at the gate (0 when none does).
+    pub(super) fn new(waiting: usize) -> Arc<Flags> {
+        Arc::new(Flags {
+            waiting,
+            gate_weft: weft::sync::Semaphore::new(0),
+            gate_tokio: tokio::sync::Semaphore::new(0),
+            stop: Padded(AtomicBool::new(false)),
+        })
     }
 
-    /// Whether the measured interval has started.
-    #[inline]
-    pub(super) fn started(&self) -> bool {
-        self.go.0.load(Ordering::Acquire)
+    /// Parks the calling weft fiber until the measured interval starts.
+    pub(super) fn wait_start_weft(&self) {
+        // Only cancellation fails an acquire, and benchmark fibers are never cancelled.
+        let _ = self.gate_weft.acquire();
+    }
+
+    /// Suspends the calling tokio task until the measured interval starts.
+    pub(super) async fn wait_start_tokio(&self) {
+        if let Ok(permit) = self.gate_tokio.acquire().await {
+            permit.forget();
+        }
     }
 
     /// Whether workers should stop counting and return.
@@ -85,12 +105,15 @@ impl Flags {
         self.stop.0.load(Ordering::Relaxed)
     }
 
-    /// Opens the interval (sets `go`), lets it run for `duration`, closes it (sets `stop`), and
-    /// returns its exact length in seconds. `on_start` runs right after the clock starts (for
-    /// benchmarks that inject their first tokens).
+    /// Starts the clock and opens the gate, runs `on_start` (for benchmarks that inject their
+    /// first tokens), lets the workers run for `duration`, sets `stop`, and returns the exact
+    /// length of the interval in seconds.
     pub(super) fn run_for(&self, duration: Duration, on_start: impl FnOnce()) -> f64 {
         let start = Instant::now();
-        self.go.0.store(true, Ordering::Release);
+        if self.waiting > 0 {
+            self.gate_weft.add_permits(self.waiting);
+            self.gate_tokio.add_permits(self.waiting);
+        }
         on_start();
         std::thread::sleep(duration);
         self.stop.0.store(true, Ordering::Relaxed);
@@ -99,7 +122,6 @@ impl Flags {
 }
 
 /// A value alone on its cache line (128 bytes: adjacent-line prefetch pairs lines on x86).
-#[derive(Default)]
 #[repr(align(128))]
 pub(super) struct Padded<T>(pub(super) T);
 

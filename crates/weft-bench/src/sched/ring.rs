@@ -69,7 +69,7 @@ fn ring_blocks(payload: Payload, size: usize) -> Vec<Block> {
 pub(super) fn weft(setup: &Setup, payload: Payload) -> io::Result<Measured> {
     use weft::sync::Semaphore;
     let cluster = harness::weft_cluster(setup)?;
-    let flags = Flags::new();
+    let flags = Flags::new(0);
     let (rings, size) = layout(setup);
     let mut firsts = Vec::with_capacity(rings);
     let mut handles = Vec::with_capacity(rings * size);
@@ -115,7 +115,7 @@ pub(super) fn tokio(setup: &Setup, payload: Payload) -> io::Result<Measured> {
     // the single permit a ring's one token needs. It measured faster than a `Semaphore` here.
     use tokio::sync::Notify;
     let rt = harness::tokio_runtime(setup)?;
-    let flags = Flags::new();
+    let flags = Flags::new(0);
     let (rings, size) = layout(setup);
     let mut firsts = Vec::with_capacity(rings);
     let mut handles = Vec::with_capacity(rings * size);

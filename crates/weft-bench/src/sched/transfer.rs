@@ -102,15 +102,13 @@ fn shared(fibers: usize) -> Arc<Shared> {
 
 pub(super) fn weft(setup: &Setup) -> io::Result<Measured> {
     let cluster = harness::weft_cluster(setup)?;
-    let flags = Flags::new();
+    let flags = Flags::new(setup.fibers);
     let shared = shared(setup.fibers);
     let handles: Vec<_> = (0..setup.fibers)
         .map(|me| {
             let mut worker = Worker::new(me, shared.clone(), flags.clone());
             cluster.spawn(move || {
-                while !worker.flags.started() {
-                    weft::yield_now();
-                }
+                worker.flags.wait_start_weft();
                 while worker.advance() {
                     weft::yield_now();
                 }
@@ -130,15 +128,13 @@ pub(super) fn weft(setup: &Setup) -> io::Result<Measured> {
 
 pub(super) fn tokio(setup: &Setup) -> io::Result<Measured> {
     let rt = harness::tokio_runtime(setup)?;
-    let flags = Flags::new();
+    let flags = Flags::new(setup.fibers);
     let shared = shared(setup.fibers);
     let handles: Vec<_> = (0..setup.fibers)
         .map(|me| {
             let mut worker = Worker::new(me, shared.clone(), flags.clone());
             rt.spawn(async move {
-                while !worker.flags.started() {
-                    tokio::task::yield_now().await;
-                }
+                worker.flags.wait_start_tokio().await;
                 while worker.advance() {
                     tokio::task::yield_now().await;
                 }

@@ -11,14 +11,12 @@ use super::{Measured, Setup};
 
 pub(super) fn weft(setup: &Setup) -> io::Result<Measured> {
     let cluster = harness::weft_cluster(setup)?;
-    let flags = Flags::new();
+    let flags = Flags::new(setup.fibers);
     let handles: Vec<_> = (0..setup.fibers)
         .map(|_| {
             let flags = flags.clone();
             cluster.spawn(move || {
-                while !flags.started() {
-                    weft::yield_now();
-                }
+                flags.wait_start_weft();
                 let mut ops = 0u64;
                 while !flags.stopped() {
                     weft::yield_now();
@@ -40,14 +38,12 @@ pub(super) fn weft(setup: &Setup) -> io::Result<Measured> {
 
 pub(super) fn tokio(setup: &Setup) -> io::Result<Measured> {
     let rt = harness::tokio_runtime(setup)?;
-    let flags = Flags::new();
+    let flags = Flags::new(setup.fibers);
     let handles: Vec<_> = (0..setup.fibers)
         .map(|_| {
             let flags = flags.clone();
             rt.spawn(async move {
-                while !flags.started() {
-                    tokio::task::yield_now().await;
-                }
+                flags.wait_start_tokio().await;
                 let mut ops = 0u64;
                 while !flags.stopped() {
                     tokio::task::yield_now().await;
