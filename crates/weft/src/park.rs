@@ -208,7 +208,10 @@ mod tests {
                     .collect();
                 panic!(
                     "no progress for 20 s: turns {:?}, fiber states {states:?}, finished {:?}",
-                    turns.iter().map(|t| t.load(Ordering::SeqCst)).collect::<Vec<_>>(),
+                    turns
+                        .iter()
+                        .map(|t| t.load(Ordering::SeqCst))
+                        .collect::<Vec<_>>(),
                     handles.iter().map(|h| h.is_finished()).collect::<Vec<_>>()
                 );
             }

@@ -33,8 +33,15 @@ fn idle_cluster_uses_under_one_percent_and_still_wakes() {
     let used = process_cpu() - cpu_before;
     let elapsed = wall.elapsed();
     let share = used.as_secs_f64() / elapsed.as_secs_f64();
-    println!("idle cluster: {used:?} CPU over {elapsed:?} = {:.3}% of a core", share * 100.0);
-    assert!(share < 0.01, "idle cluster used {:.2}% of a core", share * 100.0);
+    println!(
+        "idle cluster: {used:?} CPU over {elapsed:?} = {:.3}% of a core",
+        share * 100.0
+    );
+    assert!(
+        share < 0.01,
+        "idle cluster used {:.2}% of a core",
+        share * 100.0
+    );
 
     // A fully idle cluster wakes for new work...
     assert_eq!(c.spawn(|| 7).join().unwrap(), 7);

@@ -177,7 +177,10 @@ fn bad_cluster_settings_are_refused_clearly() {
     let err = Cluster::builder().processors(0).build().unwrap_err();
     assert!(err.to_string().contains("at least one processor"));
     let err = Cluster::builder().scheduler("nope").build().unwrap_err();
-    assert!(err.to_string().contains("unknown scheduler policy 'nope'"), "{err}");
+    assert!(
+        err.to_string().contains("unknown scheduler policy 'nope'"),
+        "{err}"
+    );
     let err = Cluster::builder().stack_size(100).build().unwrap_err();
     assert!(err.to_string().contains("below the minimum"), "{err}");
     let c = cluster("small-stack", 1);

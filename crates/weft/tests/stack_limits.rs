@@ -38,7 +38,8 @@ fn stack_overflow_names_the_fiber() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        stderr.contains("fiber 'deep-recursion' (id ") && stderr.contains("has overflowed its stack"),
+        stderr.contains("fiber 'deep-recursion' (id ")
+            && stderr.contains("has overflowed its stack"),
         "stderr was: {stderr}"
     );
 }
@@ -54,7 +55,10 @@ fn a_segfault_outside_fiber_stacks_is_not_reported_as_overflow() {
         let _ = h.join();
         unreachable!();
     }
-    let out = run_child("a_segfault_outside_fiber_stacks_is_not_reported_as_overflow", "segv");
+    let out = run_child(
+        "a_segfault_outside_fiber_stacks_is_not_reported_as_overflow",
+        "segv",
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(!stderr.contains("overflowed"), "stderr was: {stderr}");
@@ -75,7 +79,10 @@ fn exhausting_mappings_fails_spawn_with_a_clear_error() {
             .unwrap();
         // Use up mappings directly (cheaper than fibers) until about 100 are left, then spawn
         // fibers until the kernel refuses.
-        let mut used = std::fs::read_to_string("/proc/self/maps").unwrap().lines().count();
+        let mut used = std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .count();
         let page = 4096;
         while used + 100 < limit {
             // SAFETY: fresh anonymous one-page mappings, deliberately leaked in a child process;
@@ -84,7 +91,11 @@ fn exhausting_mappings_fails_spawn_with_a_clear_error() {
                 libc::mmap(
                     std::ptr::null_mut(),
                     page,
-                    if used % 2 == 0 { libc::PROT_READ } else { libc::PROT_NONE },
+                    if used % 2 == 0 {
+                        libc::PROT_READ
+                    } else {
+                        libc::PROT_NONE
+                    },
                     libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                     -1,
                     0,
@@ -102,7 +113,10 @@ fn exhausting_mappings_fails_spawn_with_a_clear_error() {
                 Ok(h) => handles.push(h),
                 Err(e) => break e,
             }
-            assert!(handles.len() < 10_000, "the mapping limit was never reached");
+            assert!(
+                handles.len() < 10_000,
+                "the mapping limit was never reached"
+            );
         };
         println!("SPAWN-ERROR: {err}");
         // The cluster still works for fibers that need no new stack.
