@@ -12,13 +12,15 @@
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
-use std::thread::{JoinHandle, Thread};
+use std::thread::JoinHandle;
 
 use crossbeam_deque::{Injector, Steal};
 
 use super::idle::Idle;
 use super::processor::{self, Processor};
 use crate::fiber::{stack, Task};
+use crate::io::driver::Waker;
+use crate::io::IoBackend;
 use crate::sched::{self, Policy};
 
 static NEXT_CLUSTER_ID: AtomicU64 = AtomicU64::new(1);
@@ -31,8 +33,11 @@ pub(crate) struct ClusterShared {
     /// Fibers that called `yield_now`; every processor serves it every few rounds.
     yielded: Injector<Task>,
     pub(crate) idle: Idle,
-    /// The processor threads, for waking them; set before any processor runs.
-    threads: OnceLock<Vec<Thread>>,
+    /// One per processor, for waking it from its driver's sleep; made before any processor
+    /// runs.
+    pub(crate) wakers: Vec<Arc<Waker>>,
+    /// The I/O backend its processors' drivers use.
+    pub(crate) io: IoBackend,
     /// Stack size for fibers spawned here without their own.
     pub(crate) stack_size: usize,
     pub(crate) processors: usize,
@@ -47,19 +52,15 @@ impl ClusterShared {
         self.stopping.load(Ordering::Acquire)
     }
 
-    fn threads(&self) -> &[Thread] {
-        self.threads.get().map_or(&[], Vec::as_slice)
-    }
-
     /// Queues work from outside the cluster's processors.
     pub(crate) fn push_remote(&self, task: Task) {
         self.policy.push_remote(task);
-        self.idle.notify_work(self.threads());
+        self.idle.notify_work(&self.wakers);
     }
 
     pub(crate) fn notify_work(&self) {
         if self.processors > 1 {
-            self.idle.notify_work(self.threads());
+            self.idle.notify_work(&self.wakers);
         }
     }
 
@@ -84,7 +85,7 @@ impl ClusterShared {
 
     fn stop(&self) {
         self.stopping.store(true, Ordering::Release);
-        self.idle.wake_all(self.threads());
+        self.idle.wake_all(&self.wakers);
         let on_own_processor = {
             let p = processor::current();
             // SAFETY: `current` is this thread's live processor or null.
@@ -154,6 +155,11 @@ impl Cluster {
         self.shared.policy.name()
     }
 
+    /// The I/O backend its processors use (after any fallback from io_uring to epoll).
+    pub fn io_backend(&self) -> IoBackend {
+        self.shared.io
+    }
+
     /// Stops the processors once every runnable fiber has run, and waits for them (unless called
     /// from one of them). Parked fibers are abandoned.
     pub fn shutdown(self) {
@@ -181,6 +187,7 @@ impl std::fmt::Debug for Cluster {
             .field("name", &self.shared.name)
             .field("processors", &self.shared.processors)
             .field("scheduler", &self.shared.policy.name())
+            .field("io", &self.shared.io)
             .finish()
     }
 }
@@ -196,6 +203,7 @@ pub struct ClusterBuilder {
     processors: Option<usize>,
     policy: PolicyChoice,
     stack_size: usize,
+    io: Option<IoBackend>,
 }
 
 impl Default for ClusterBuilder {
@@ -205,6 +213,7 @@ impl Default for ClusterBuilder {
             processors: None,
             policy: PolicyChoice::Named(sched::DEFAULT_POLICY.to_owned()),
             stack_size: stack::DEFAULT_STACK_SIZE,
+            io: None,
         }
     }
 }
@@ -240,6 +249,13 @@ impl ClusterBuilder {
         self
     }
 
+    /// The I/O backend (default: `WEFT_IO`, else io_uring, falling back to epoll when io_uring
+    /// is unavailable; see [`crate::io`]).
+    pub fn io(mut self, backend: IoBackend) -> Self {
+        self.io = Some(backend);
+        self
+    }
+
     /// Starts the processors.
     pub fn build(self) -> io::Result<Cluster> {
         let processors = match self.processors {
@@ -259,13 +275,24 @@ impl ClusterBuilder {
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
             PolicyChoice::Given(p) => p,
         };
+        let io = crate::io::resolve(self.io)?;
+        let wakers = (0..processors)
+            .map(|_| Waker::new(io).map(Arc::new))
+            .collect::<io::Result<Vec<_>>>()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot create a processor's eventfd: {e}"),
+                )
+            })?;
         let shared = Arc::new(ClusterShared {
             id: NEXT_CLUSTER_ID.fetch_add(1, Ordering::Relaxed),
             name: self.name.into(),
             policy: policy.clone(),
             yielded: Injector::new(),
             idle: Idle::new(processors),
-            threads: OnceLock::new(),
+            wakers,
+            io,
             stack_size,
             processors,
             stopping: AtomicBool::new(false),
@@ -290,8 +317,6 @@ impl ClusterBuilder {
                     // The threads already started are waiting on the barrier: let them go and
                     // stop them.
                     shared.stopping.store(true, Ordering::Release);
-                    let threads = handles.iter().map(|h| h.thread().clone()).collect();
-                    let _ = shared.threads.set(threads);
                     for _ in handles.len()..processors {
                         std::thread::spawn({
                             let start = start.clone();
@@ -311,8 +336,6 @@ impl ClusterBuilder {
                 }
             }
         }
-        let threads = handles.iter().map(|h| h.thread().clone()).collect();
-        let _ = shared.threads.set(threads);
         *shared.handles.lock().unwrap_or_else(|p| p.into_inner()) = handles;
         start.wait();
         Ok(Cluster { shared })
@@ -332,6 +355,7 @@ pub fn default_cluster() -> &'static Cluster {
                 _ => panic!("weft: WEFT_PROCESSORS={n:?} is not a positive number"),
             }
         }
+        // WEFT_IO is read by `build` for every cluster without an explicit backend.
         if let Ok(name) = std::env::var("WEFT_SCHEDULER") {
             builder = builder.scheduler(name);
         }

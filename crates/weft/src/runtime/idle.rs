@@ -10,10 +10,18 @@
 //! lost. When nobody sleeps, the pusher's cost is the fence and two loads, no syscall.
 //! At most half the processors (rounded up) search at once, so a burst of wake-ups does not turn
 //! every idle processor into a spinner hammering the others' queues.
+//!
+//! The sleep itself happens in the processor's I/O driver (`io_uring_enter` or `epoll_wait`),
+//! and waking a sleeper writes its [`Waker`] (an eventfd the driver always watches). The eventfd
+//! counter persists until the driver reads it, so it behaves like `Thread::unpark`'s token: a
+//! wake-up written after the sleeper registered but before it blocked makes the block return at
+//! once. The Dekker argument above is therefore unchanged by sleeping in the kernel's I/O wait.
 
 use std::sync::atomic::{fence, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::sync::Mutex;
-use std::thread::Thread;
+
+use crate::io::driver::Waker;
 
 pub(crate) struct Idle {
     processors: usize,
@@ -80,16 +88,16 @@ impl Idle {
 
     /// Called after work was made visible: wakes a sleeper when nobody is searching.
     #[inline]
-    pub(crate) fn notify_work(&self, threads: &[Thread]) {
+    pub(crate) fn notify_work(&self, wakers: &[Arc<Waker>]) {
         fence(Ordering::SeqCst);
         if self.searching.load(Ordering::Relaxed) == 0 && self.sleeping.load(Ordering::Relaxed) > 0
         {
-            self.wake_one(threads);
+            self.wake_one(wakers);
         }
     }
 
     /// Wakes one sleeper, if any.
-    pub(crate) fn wake_one(&self, threads: &[Thread]) -> bool {
+    pub(crate) fn wake_one(&self, wakers: &[Arc<Waker>]) -> bool {
         let index = {
             let mut list = self.sleepers.lock().unwrap_or_else(|p| p.into_inner());
             let Some(index) = list.pop() else {
@@ -98,23 +106,24 @@ impl Idle {
             self.sleeping.fetch_sub(1, Ordering::SeqCst);
             index
         };
-        threads[index].unpark();
+        wakers[index].wake();
         true
     }
 
     /// Wakes every processor (shutdown).
-    pub(crate) fn wake_all(&self, threads: &[Thread]) {
+    pub(crate) fn wake_all(&self, wakers: &[Arc<Waker>]) {
         {
             let mut list = self.sleepers.lock().unwrap_or_else(|p| p.into_inner());
             self.sleeping.fetch_sub(list.len(), Ordering::SeqCst);
             list.clear();
         }
-        for t in threads {
-            t.unpark();
+        for w in wakers {
+            w.wake();
         }
     }
 
     #[cfg(test)]
+    #[allow(dead_code)] // for ad-hoc debugging of the protocol in unit tests
     pub(crate) fn sleeping(&self) -> usize {
         self.sleeping.load(Ordering::SeqCst)
     }
