@@ -10,7 +10,13 @@ use std::time::{Duration, Instant};
 use weft::net::{TcpListener, TcpStream};
 use weft::{Cluster, IoBackend};
 
-const BACKENDS: [IoBackend; 2] = [IoBackend::Uring, IoBackend::Epoll];
+/// Both backends, or the ones listed in `WEFT_TEST_IO` (`uring,epoll`), e.g. to strace one.
+fn backends() -> Vec<IoBackend> {
+    match std::env::var("WEFT_TEST_IO") {
+        Ok(list) => list.split(',').map(|b| b.parse().unwrap()).collect(),
+        Err(_) => vec![IoBackend::Uring, IoBackend::Epoll],
+    }
+}
 
 fn cluster(backend: IoBackend, processors: usize) -> Cluster {
     let c = Cluster::builder()
@@ -66,7 +72,7 @@ fn echo_server(c: &Cluster) -> std::net::SocketAddr {
 
 #[test]
 fn echo_round_trip_between_fibers() {
-    for backend in BACKENDS {
+    for backend in backends() {
         let c = cluster(backend, 2);
         let addr = echo_server(&c);
         let got = c
@@ -119,7 +125,7 @@ fn a_thousand_concurrent_connections_on_two_processors() {
     raise_nofile(8192);
     const CONNECTIONS: usize = 1000;
     const ROUNDS: usize = 5;
-    for backend in BACKENDS {
+    for backend in backends() {
         let c = cluster(backend, 2);
         let addr = echo_server(&c);
         let done = Arc::new(AtomicUsize::new(0));
@@ -157,7 +163,7 @@ fn a_thousand_concurrent_connections_on_two_processors() {
 
 #[test]
 fn read_timeout_is_timed_out_and_the_stream_still_works() {
-    for backend in BACKENDS {
+    for backend in backends() {
         let c = cluster(backend, 2);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
@@ -190,7 +196,7 @@ fn read_timeout_is_timed_out_and_the_stream_still_works() {
 #[test]
 fn cancelling_a_fiber_blocked_in_read_leaves_its_buffer_alone() {
     const SENTINEL: u8 = 0xA5;
-    for backend in BACKENDS {
+    for backend in backends() {
         let c = cluster(backend, 2);
         // Several rounds: the cancelled fiber resumes on either processor, so both the local
         // and the forwarded cancel paths get exercised.
@@ -271,7 +277,7 @@ fn cancelling_a_fiber_blocked_in_read_leaves_its_buffer_alone() {
 
 #[test]
 fn an_idle_cluster_wakes_for_a_connection_and_for_a_timer() {
-    for backend in BACKENDS {
+    for backend in backends() {
         let c = cluster(backend, 2);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
@@ -322,7 +328,7 @@ fn plain_threads_use_blocking_calls() {
     assert_eq!(&buf, b"plain");
     server.join().unwrap();
     // A weft server fiber and a plain-thread client mix freely, on both backends.
-    for backend in BACKENDS {
+    for backend in backends() {
         let c = cluster(backend, 1);
         let addr = echo_server(&c);
         let mut s = TcpStream::connect(addr).unwrap();
@@ -338,7 +344,7 @@ fn connect_to_a_closed_port_fails_on_both_backends() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    for backend in BACKENDS {
+    for backend in backends() {
         let c = cluster(backend, 1);
         let err = c
             .spawn(move || TcpStream::connect(addr).unwrap_err())
@@ -350,4 +356,47 @@ fn connect_to_a_closed_port_fails_on_both_backends() {
         TcpStream::connect(addr).unwrap_err().kind(),
         ErrorKind::ConnectionRefused
     );
+}
+
+#[test]
+fn several_fibers_accept_on_one_listener() {
+    const ACCEPTORS: usize = 4;
+    const CONNECTIONS: usize = 40;
+    for backend in backends() {
+        // One processor: every acceptor waits on the same descriptor of the same driver.
+        let c = cluster(backend, 1);
+        let listener = Arc::new(TcpListener::bind("127.0.0.1:0").unwrap());
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let acceptors: Vec<_> = (0..ACCEPTORS)
+            .map(|_| {
+                let (listener, accepted) = (listener.clone(), accepted.clone());
+                c.spawn(move || {
+                    while accepted.load(Ordering::SeqCst) < CONNECTIONS {
+                        let (mut s, _) = listener.accept().unwrap();
+                        let mut b = [0u8; 1];
+                        // The last few connections only release blocked acceptors and may
+                        // be gone already.
+                        if s.read_exact(&mut b).is_ok() {
+                            let _ = s.write_all(&b);
+                        }
+                        accepted.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        for i in 0..CONNECTIONS + ACCEPTORS - 1 {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.write_all(&[i as u8]).unwrap();
+            if i < CONNECTIONS {
+                let mut b = [0u8; 1];
+                s.read_exact(&mut b).unwrap();
+                assert_eq!(b[0], i as u8);
+            }
+        }
+        for h in acceptors {
+            h.join().unwrap();
+        }
+        assert!(accepted.load(Ordering::SeqCst) >= CONNECTIONS);
+    }
 }

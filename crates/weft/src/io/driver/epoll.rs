@@ -12,7 +12,7 @@
 //! A fiber that later runs on another processor registers there; the old processor's entry stays
 //! disarmed (one-shot) until the descriptor closes.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -30,13 +30,17 @@ const EVENTS: usize = 256;
 /// a syscall.
 const POLL_INTERVAL: u64 = 61;
 
-/// The fibers waiting on one descriptor on this processor.
+/// The fibers waiting on one descriptor on this processor. Usually one reader and one
+/// writer; several when fibers share a socket (say, many acceptors on one listener), and then
+/// readiness wakes them all and they race for the data (the losers register again).
+/// Entries are kept once created, so a busy descriptor does not allocate per wait; the table
+/// is bounded by the process's descriptor limit.
 #[derive(Default)]
 struct FdWaiters {
-    /// The waiting reader's `Completion`, or 0.
-    read: usize,
-    /// The waiting writer's `Completion`, or 0.
-    write: usize,
+    /// The waiting readers' `Completion`s.
+    read: Vec<usize>,
+    /// The waiting writers' `Completion`s.
+    write: Vec<usize>,
 }
 
 /// One processor's epoll instance.
@@ -45,6 +49,10 @@ pub(crate) struct Epoll {
     epfd: OwnedFd,
     /// Who waits on which descriptor. Touched only on the owning thread.
     waiters: RefCell<HashMap<RawFd, FdWaiters>>,
+    /// How many records `waiters` holds in all: with none, `poll` skips the syscall.
+    waiting: Cell<usize>,
+    /// Scratch list of records to wake.
+    ready: RefCell<Vec<usize>>,
     events: RefCell<Vec<libc::epoll_event>>,
     /// Scratch list for forwarded cancellations.
     cancels: RefCell<Vec<usize>>,
@@ -79,40 +87,50 @@ impl Epoll {
             shared,
             epfd,
             waiters: RefCell::new(HashMap::new()),
+            waiting: Cell::new(0),
+            ready: RefCell::new(Vec::new()),
             events: RefCell::new(vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS]),
             cancels: RefCell::new(Vec::new()),
         })
     }
 
-    /// Makes `record` the `dir` waiter of its descriptor and arms the epoll entry. The caller
-    /// parks until the record is DONE.
+    /// Adds `record` to the waiters of its descriptor and direction and arms the epoll entry.
+    /// The caller parks until the record is DONE.
     pub(crate) fn register(&self, record: &Completion) -> io::Result<()> {
         let fd = record.fd;
+        let me = record as *const Completion as usize;
         {
             let mut waiters = self.waiters.borrow_mut();
             let w = waiters.entry(fd).or_default();
-            let slot = match record.dir {
-                Dir::Read => &mut w.read,
-                Dir::Write => &mut w.write,
-            };
-            debug_assert!(
-                *slot == 0,
-                "two fibers wait to {:?} fd {fd} on one processor",
-                record.dir
-            );
-            *slot = record as *const Completion as usize;
-        }
-        if let Err(e) = self.arm(fd) {
-            let mut waiters = self.waiters.borrow_mut();
-            if let Some(w) = waiters.get_mut(&fd) {
-                match record.dir {
-                    Dir::Read => w.read = 0,
-                    Dir::Write => w.write = 0,
-                }
+            match record.dir {
+                Dir::Read => w.read.push(me),
+                Dir::Write => w.write.push(me),
             }
+        }
+        self.waiting.set(self.waiting.get() + 1);
+        if let Err(e) = self.arm(fd) {
+            self.remove(fd, record.dir, me);
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Takes `record` out of `fd`'s `dir` waiters; whether it was there.
+    fn remove(&self, fd: RawFd, dir: Dir, record: usize) -> bool {
+        let mut waiters = self.waiters.borrow_mut();
+        let Some(w) = waiters.get_mut(&fd) else {
+            return false;
+        };
+        let list = match dir {
+            Dir::Read => &mut w.read,
+            Dir::Write => &mut w.write,
+        };
+        let Some(pos) = list.iter().position(|&r| r == record) else {
+            return false;
+        };
+        list.swap_remove(pos);
+        self.waiting.set(self.waiting.get() - 1);
+        true
     }
 
     /// Arms `fd`'s entry with the union of its waiters' interests.
@@ -123,10 +141,10 @@ impl Epoll {
                 return Ok(());
             };
             let mut events = libc::EPOLLONESHOT as u32;
-            if w.read != 0 {
+            if !w.read.is_empty() {
                 events |= (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
             }
-            if w.write != 0 {
+            if !w.write.is_empty() {
                 events |= libc::EPOLLOUT as u32;
             }
             events
@@ -150,28 +168,12 @@ impl Epoll {
     }
 
     /// Withdraws `record` (on this thread). If it was still waiting it completes with
-    /// `ECANCELED`; either way the cancel is acknowledged.
+    /// `ECANCELED`; either way the cancel is acknowledged. The epoll entry may stay armed: a
+    /// report for nobody is ignored.
     pub(crate) fn cancel(&self, record: *const Completion) {
         // SAFETY: the record lives until its fiber sees DONE and ACK, which only happens below.
         let (fd, dir) = unsafe { ((*record).fd, (*record).dir) };
-        let mut was_waiting = false;
-        {
-            let mut waiters = self.waiters.borrow_mut();
-            if let Some(w) = waiters.get_mut(&fd) {
-                let slot = match dir {
-                    Dir::Read => &mut w.read,
-                    Dir::Write => &mut w.write,
-                };
-                if *slot == record as usize {
-                    *slot = 0;
-                    was_waiting = true;
-                }
-                if w.read == 0 && w.write == 0 {
-                    waiters.remove(&fd);
-                }
-            }
-        }
-        if was_waiting {
+        if self.remove(fd, dir, record as usize) {
             // SAFETY: as above.
             unsafe { Completion::finish(record as usize, Some(-libc::ECANCELED), DONE | ACK) };
         } else {
@@ -193,7 +195,7 @@ impl Epoll {
         if !idle && tick % POLL_INTERVAL != 0 {
             return 0;
         }
-        if self.waiters.borrow().is_empty() {
+        if self.waiting.get() == 0 {
             // Nobody waits on a descriptor here: only the waker could be ready, and the
             // processor checks its queues anyway.
             return 0;
@@ -238,39 +240,32 @@ impl Epoll {
             let fd = data as RawFd;
             let flags = ev.events;
             let err = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
-            let readable = flags & (libc::EPOLLIN | libc::EPOLLRDHUP) as u32 | err != 0;
-            let writable = flags & libc::EPOLLOUT as u32 | err != 0;
-            let (read, write, rearm) = {
+            let readable = flags & ((libc::EPOLLIN | libc::EPOLLRDHUP) as u32 | err) != 0;
+            let writable = flags & (libc::EPOLLOUT as u32 | err) != 0;
+            let mut ready = self.ready.borrow_mut();
+            let rearm = {
                 let mut waiters = self.waiters.borrow_mut();
                 let Some(w) = waiters.get_mut(&fd) else {
                     continue;
                 };
-                let read = if readable {
-                    std::mem::take(&mut w.read)
-                } else {
-                    0
-                };
-                let write = if writable {
-                    std::mem::take(&mut w.write)
-                } else {
-                    0
-                };
-                let rearm = w.read != 0 || w.write != 0;
-                if !rearm {
-                    waiters.remove(&fd);
+                if readable {
+                    ready.append(&mut w.read);
                 }
-                (read, write, rearm)
+                if writable {
+                    ready.append(&mut w.write);
+                }
+                !w.read.is_empty() || !w.write.is_empty()
             };
-            for record in [read, write] {
-                if record != 0 {
-                    // SAFETY: a registered record lives until its fiber sees DONE.
-                    unsafe { Completion::finish(record, Some(0), DONE) };
-                    woken += 1;
-                }
+            self.waiting.set(self.waiting.get() - ready.len());
+            woken += ready.len();
+            for record in ready.drain(..) {
+                // SAFETY: a registered record lives until its fiber sees DONE.
+                unsafe { Completion::finish(record, Some(0), DONE) };
             }
+            drop(ready);
             if rearm {
                 // The one-shot entry fired for one direction; keep the other armed. On error
-                // the remaining waiter is woken to find out for itself.
+                // the remaining waiters are woken to find out for themselves.
                 if self.arm(fd).is_err() {
                     self.wake_all_on(fd);
                 }
@@ -280,14 +275,15 @@ impl Epoll {
     }
 
     fn wake_all_on(&self, fd: RawFd) {
-        let w = self.waiters.borrow_mut().remove(&fd);
-        if let Some(w) = w {
-            for record in [w.read, w.write] {
-                if record != 0 {
-                    // SAFETY: as in `wait`.
-                    unsafe { Completion::finish(record, Some(0), DONE) };
-                }
-            }
+        let mut ready = Vec::new();
+        if let Some(w) = self.waiters.borrow_mut().get_mut(&fd) {
+            ready.append(&mut w.read);
+            ready.append(&mut w.write);
+        }
+        self.waiting.set(self.waiting.get() - ready.len());
+        for record in ready {
+            // SAFETY: as in `wait`.
+            unsafe { Completion::finish(record, Some(0), DONE) };
         }
     }
 }

@@ -49,6 +49,10 @@ const CQ_ENTRIES: u32 = 4096;
 const SUBMIT_BATCH: u32 = 32;
 /// `user_data` of the eventfd read.
 const WAKER: u64 = 1;
+/// `user_data` of the `ASYNC_CANCEL` for the eventfd read, when the ring is dropped.
+const WAKER_CANCEL: u64 = 3;
+/// How long dropping a ring waits for its eventfd read to be cancelled.
+const DROP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One processor's ring.
 pub(crate) struct Uring {
@@ -163,8 +167,8 @@ impl Uring {
         .offset(u64::MAX)
         .build()
         .user_data(WAKER);
-        // SAFETY: `wake_buf` is boxed and lives as long as the ring (fields drop in order; the
-        // ring, dropped first, cancels the read).
+        // SAFETY: `wake_buf` is boxed, and `Drop` cancels the read (and waits for it) before
+        // freeing it.
         unsafe { self.push(&entry) };
         self.waker_posted.set(true);
     }
@@ -241,6 +245,8 @@ impl Uring {
             if data == WAKER {
                 self.waker_posted.set(false);
                 self.post_waker();
+            } else if data == WAKER_CANCEL {
+                // Only submitted by `drop`.
             } else if data & 1 == 1 {
                 // SAFETY: a cancel's record lives until its fiber sees ACK (op::Completion).
                 unsafe { Completion::finish(data as usize & !1, None, ACK) };
@@ -252,5 +258,44 @@ impl Uring {
             }
         }
         woken
+    }
+}
+
+impl Drop for Uring {
+    /// Takes the eventfd read back before `wake_buf` is freed: closing the ring cancels
+    /// requests asynchronously, and a wake-up racing with that would write freed memory.
+    /// Other operations still in flight belong to fibers abandoned with their (leaked) stacks
+    /// when the cluster stopped; they are not reaped.
+    fn drop(&mut self) {
+        if !self.waker_posted.get() {
+            return;
+        }
+        let entry = opcode::AsyncCancel::new(WAKER)
+            .build()
+            .user_data(WAKER_CANCEL);
+        let ring = self.ring.get_mut();
+        // SAFETY: the cancel carries no pointers.
+        if unsafe { ring.submission().push(&entry) }.is_err() {
+            let _ = ring.submit();
+            // SAFETY: as above.
+            if unsafe { ring.submission().push(&entry) }.is_err() {
+                std::mem::forget(std::mem::take(&mut self.wake_buf));
+                return;
+            }
+        }
+        let give_up = Instant::now() + DROP_WAIT;
+        loop {
+            let ts = types::Timespec::from(std::time::Duration::from_millis(10));
+            let args = types::SubmitArgs::new().timespec(&ts);
+            let _ = ring.submitter().submit_with_args(1, &args);
+            if ring.completion().any(|cqe| cqe.user_data() == WAKER) {
+                return;
+            }
+            if Instant::now() >= give_up {
+                // Never free memory the kernel may still write.
+                std::mem::forget(std::mem::take(&mut self.wake_buf));
+                return;
+            }
+        }
     }
 }
