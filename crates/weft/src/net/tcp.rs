@@ -141,9 +141,10 @@ impl TcpListener {
                     Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
                         if !self.logged_out_of_fds.swap(true, Ordering::Relaxed) {
                             eprintln!(
-                                "weft: accept on {:?}: {e}; retrying every <= {} ms until \
+                                "weft: accept on {}: {e}; retrying every <= {} ms until \
                                  descriptors free up (raise RLIMIT_NOFILE with `ulimit -n`)",
-                                self.local_addr().ok(),
+                                self.local_addr()
+                                    .map_or_else(|_| "?".to_owned(), |a| a.to_string()),
                                 ACCEPT_BACKOFF_MAX.as_millis()
                             );
                         }

@@ -164,7 +164,7 @@ impl Driver {
     /// (epoll). Returns how many fibers were woken.
     pub(crate) fn poll(&self, tick: u64, idle: bool) -> usize {
         match self {
-            Driver::Uring(u) => u.poll(idle),
+            Driver::Uring(u) => u.poll(tick, idle),
             Driver::Epoll(e) => e.poll(tick, idle),
         }
     }

@@ -27,8 +27,8 @@
 //!
 //! ## Batching
 //! SQEs are pushed to the ring by fibers and submitted when the processor runs out of runnable
-//! fibers, when `SUBMIT_BATCH` are waiting, when the submission queue is full, or as part of the
-//! sleeping `io_uring_enter`.
+//! fibers, when `SUBMIT_BATCH` are waiting, every `SUBMIT_EVERY_ROUNDS` scheduling rounds, when
+//! the submission queue is full, or as part of the sleeping `io_uring_enter`.
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::io;
@@ -47,6 +47,9 @@ const SQ_ENTRIES: u32 = 256;
 const CQ_ENTRIES: u32 = 4096;
 /// Submit once this many SQEs wait, even if fibers are still runnable.
 const SUBMIT_BATCH: u32 = 32;
+/// Submit at least every this many scheduling rounds, so a processor kept busy by fibers that
+/// yield or spawn (its run queue never empties) does not hold a lone SQE back indefinitely.
+const SUBMIT_EVERY_ROUNDS: u64 = 16;
 /// `user_data` of the eventfd read.
 const WAKER: u64 = 1;
 /// `user_data` of the `ASYNC_CANCEL` for the eventfd read, when the ring is dropped.
@@ -189,13 +192,14 @@ impl Uring {
         }
     }
 
-    pub(crate) fn poll(&self, idle: bool) -> usize {
+    pub(crate) fn poll(&self, tick: u64, idle: bool) -> usize {
         self.take_cancels();
         let need_enter = {
             let mut ring = self.ring.borrow_mut();
             let sq = ring.submission();
             let pending = self.unsubmitted.get();
-            (idle && pending > 0) || pending >= SUBMIT_BATCH || sq.taskrun() || sq.cq_overflow()
+            let due = idle || tick % SUBMIT_EVERY_ROUNDS == 0;
+            (due && pending > 0) || pending >= SUBMIT_BATCH || sq.taskrun() || sq.cq_overflow()
         };
         if need_enter {
             let _ = self.ring.borrow().submit();
