@@ -196,11 +196,15 @@ fn read_timeout_is_timed_out_and_the_stream_still_works() {
 #[test]
 fn cancelling_a_fiber_blocked_in_read_leaves_its_buffer_alone() {
     const SENTINEL: u8 = 0xA5;
+    const ROUNDS: usize = 16;
     for backend in backends() {
         let c = cluster(backend, 2);
-        // Several rounds: the cancelled fiber resumes on either processor, so both the local
-        // and the forwarded cancel paths get exercised.
-        for round in 0..10 {
+        // Several rounds. In odd ones a spinning fiber occupies the reader's processor when the
+        // cancel comes, so the reader resumes on the other one and must forward its cancel to
+        // the processor that owns the operation; in even ones the spinner occupies the other
+        // processor, so the cancel is local. The test checks both happened.
+        let (mut stayed, mut moved) = (0, 0);
+        for round in 0..ROUNDS {
             let listener = TcpListener::bind("127.0.0.1:0").unwrap();
             let addr = listener.local_addr().unwrap();
             let peer = c.spawn(move || listener.accept().unwrap().0);
@@ -213,6 +217,7 @@ fn cancelling_a_fiber_blocked_in_read_leaves_its_buffer_alone() {
             let returned = Arc::new(AtomicBool::new(false));
             let peer_wrote = Arc::new(AtomicBool::new(false));
             let in_read = Arc::new(AtomicBool::new(false));
+            let reader_thread = Arc::new(std::sync::Mutex::new(None));
             let reader = {
                 let (client, returned, peer_wrote, in_read) = (
                     client.clone(),
@@ -220,8 +225,10 @@ fn cancelling_a_fiber_blocked_in_read_leaves_its_buffer_alone() {
                     peer_wrote.clone(),
                     in_read.clone(),
                 );
+                let reader_thread = reader_thread.clone();
                 c.spawn(move || {
                     let mut buf = [SENTINEL; 64];
+                    *reader_thread.lock().unwrap() = Some(std::thread::current().id());
                     in_read.store(true, Ordering::SeqCst);
                     let err = (&*client).read(&mut buf).unwrap_err();
                     returned.store(true, Ordering::SeqCst);
@@ -241,6 +248,42 @@ fn cancelling_a_fiber_blocked_in_read_leaves_its_buffer_alone() {
                 std::thread::yield_now();
             }
             std::thread::sleep(Duration::from_millis(5));
+            let on_reader_thread = round % 2 == 1;
+            let reader_thread = reader_thread.lock().unwrap().unwrap();
+            // Spinners that land on the unwanted processor hold it until one lands on the
+            // wanted one (processors wake LIFO, so the next spinner goes elsewhere).
+            let found = Arc::new(AtomicBool::new(false));
+            let mut spinners = Vec::new();
+            for _ in 0..8 {
+                let flag = found.clone();
+                spinners.push(c.spawn(move || {
+                    let t = Instant::now();
+                    if (std::thread::current().id() == reader_thread) == on_reader_thread {
+                        flag.store(true, Ordering::SeqCst);
+                        while t.elapsed() < Duration::from_millis(30) {
+                            std::hint::spin_loop();
+                        }
+                    } else {
+                        while !flag.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(2) {
+                            std::hint::spin_loop();
+                        }
+                    }
+                }));
+                let t = Instant::now();
+                while !found.load(Ordering::SeqCst) && t.elapsed() < Duration::from_millis(20) {
+                    std::thread::yield_now();
+                }
+                if found.load(Ordering::SeqCst) {
+                    break;
+                }
+            }
+            assert!(
+                found.load(Ordering::SeqCst),
+                "a spinner lands on the wanted processor"
+            );
+            // Let an unwanted spinner give its processor back.
+            std::thread::sleep(Duration::from_millis(2));
+            let forwarded_before = weft::io::forwarded_cancels();
             reader.cancel();
             while !returned.load(Ordering::SeqCst) {
                 std::thread::yield_now();
@@ -248,6 +291,21 @@ fn cancelling_a_fiber_blocked_in_read_leaves_its_buffer_alone() {
             (&peer).write_all(b"after the cancel").unwrap();
             peer_wrote.store(true, Ordering::SeqCst);
             let (err, buf) = reader.join().unwrap();
+            // Other tests may forward cancels too, so only "it happened" can be checked.
+            if weft::io::forwarded_cancels() > forwarded_before {
+                moved += 1;
+            } else {
+                stayed += 1;
+            }
+            if on_reader_thread {
+                assert!(
+                    weft::io::forwarded_cancels() > forwarded_before,
+                    "{backend} round {round}: the cancel was not forwarded"
+                );
+            }
+            for h in spinners {
+                h.join().unwrap();
+            }
             assert_eq!(
                 err.kind(),
                 ErrorKind::Other,
@@ -272,6 +330,7 @@ fn cancelling_a_fiber_blocked_in_read_leaves_its_buffer_alone() {
                 .unwrap();
             assert_eq!(&got, b"after the cancel");
         }
+        println!("{backend}: cancelled on the owning processor {stayed} times, elsewhere {moved}");
     }
 }
 

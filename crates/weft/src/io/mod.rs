@@ -77,6 +77,13 @@ pub fn uring_flags() -> Option<&'static str> {
     }
 }
 
+/// How many cancellations (deadlines or fiber cancels) were forwarded to the processor owning
+/// the operation because the fiber had moved to another processor. For tests and diagnostics.
+#[doc(hidden)]
+pub fn forwarded_cancels() -> u64 {
+    driver::FORWARDED_CANCELS.load(Ordering::Relaxed)
+}
+
 /// Resolves a cluster's backend: the builder's choice, else `WEFT_IO`, else io_uring; io_uring
 /// only if this process can set up a ring.
 pub(crate) fn resolve(requested: Option<IoBackend>) -> io::Result<IoBackend> {

@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use super::op::Completion;
 use super::IoBackend;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Ends a processor's sleep from any thread: an eventfd the driver always watches.
 ///
@@ -74,6 +74,9 @@ impl Waker {
     }
 }
 
+/// Cancellations forwarded to another processor's driver since the process started.
+pub(crate) static FORWARDED_CANCELS: AtomicU64 = AtomicU64::new(0);
+
 /// The part of a driver other threads may touch.
 pub(crate) struct DriverShared {
     /// The owning processor's waker.
@@ -96,6 +99,7 @@ impl DriverShared {
 
     /// Asks the owning processor to cancel the operation of `record` (from another thread).
     pub(crate) fn request_cancel(&self, record: *const Completion) {
+        FORWARDED_CANCELS.fetch_add(1, Ordering::Relaxed);
         self.cancels
             .lock()
             .unwrap_or_else(|p| p.into_inner())
