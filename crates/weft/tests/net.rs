@@ -701,3 +701,46 @@ fn emfile_child(backend: IoBackend) {
     }
     assert_eq!(served, CLIENTS);
 }
+
+#[test]
+fn write_timeout_is_timed_out_when_the_peer_does_not_read() {
+    for backend in backends() {
+        let c = cluster(backend, 2);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = c.spawn(move || listener.accept().unwrap().0);
+        c.spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let peer = peer.join().unwrap();
+            s.set_write_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            let chunk = vec![7u8; 1 << 20];
+            let t = Instant::now();
+            let mut sent = 0usize;
+            let err = loop {
+                match s.write(&chunk) {
+                    Ok(n) => sent += n,
+                    Err(e) => break e,
+                }
+                assert!(
+                    t.elapsed() < Duration::from_secs(10),
+                    "{backend}: never blocked"
+                );
+            };
+            assert_eq!(err.kind(), ErrorKind::TimedOut, "{backend}: {err}");
+            // Everything reported as sent arrives, nothing more: a cancelled send sent nothing.
+            s.shutdown(Shutdown::Write).unwrap();
+            let mut got = 0usize;
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                match (&peer).read(&mut buf).unwrap() {
+                    0 => break,
+                    n => got += n,
+                }
+            }
+            assert_eq!(got, sent, "{backend}");
+        })
+        .join()
+        .unwrap();
+    }
+}
