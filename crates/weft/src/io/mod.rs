@@ -1,8 +1,8 @@
 //! I/O: one driver per processor (io_uring, or epoll as the fallback) and the operation
 //! protocol fibers use on it.
 //!
-//! - [`driver`]: the per-processor driver and its waker; the processor sleeps in it.
-//! - [`op`]: how a fiber runs one operation (completion record on its stack, park, cancel
+//! - `driver`: the per-processor driver and its waker; the processor sleeps in it.
+//! - `op`: how a fiber runs one operation (completion record on its stack, park, cancel
 //!   safely) and how plain threads run the same call (non-blocking syscall, `poll(2)`).
 //! - The socket types built on it are in [`crate::net`].
 //!
@@ -13,7 +13,28 @@
 //! stripped kernels, ...), weft falls back to epoll and says so once per process on stderr.
 //!
 //! Architecture Invariant: code above this module (sockets) never asks which backend runs; it
-//! hands [`op::run`] both an SQE and a non-blocking syscall.
+//! hands `op::run` both an SQE and a non-blocking syscall.
+//!
+//! ## Design notes
+//! - **Ring flags**: `SINGLE_ISSUER | DEFER_TASKRUN | TASKRUN_FLAG | SUBMIT_ALL`, falling back
+//!   to `COOP_TASKRUN | TASKRUN_FLAG | SUBMIT_ALL`, then none; the reasons are in
+//!   `driver/uring.rs`. Not used: `SQPOLL` (a kernel thread spinning per ring would burn the
+//!   cores an idle server must leave alone) and `IOPOLL` (block devices only).
+//! - **Idle sleep** is the driver's blocking wait; the cluster's idle protocol is unchanged and
+//!   wakes a sleeper through its eventfd (see `runtime/idle.rs`).
+//! - **Deadlines** use the processor's timer heap, then the same `ASYNC_CANCEL` path as fiber
+//!   cancellation: one code path on both backends. `IORING_OP_LINK_TIMEOUT` would save the
+//!   cancel round trip for operations that do time out; worth measuring later.
+//! - **Completion records live on the fiber's stack**, so an operation allocates nothing (two
+//!   reference-count increments: the fiber and the driver). A fiber does not return from an
+//!   operation before the kernel is done with it, cancelled or not.
+//! - **Sockets are always `O_NONBLOCK`**: the epoll backend and plain threads need it, and
+//!   io_uring still arms its internal poll for them (no `EAGAIN` reaches us in practice; if it
+//!   does, the call falls back to a `POLL_ADD` on the ring and the syscall).
+//! - **Migration**: a completion arrives on the ring of the processor that submitted it, which
+//!   wakes the fiber through the ordinary unpark path, so a fiber that moved (or belongs to
+//!   another cluster) is queued where it belongs; a cancel from a fiber that moved is forwarded
+//!   to the owning processor (single-issuer rings), which the test suite checks.
 
 pub(crate) mod driver;
 pub(crate) mod op;
