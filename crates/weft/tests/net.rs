@@ -495,12 +495,18 @@ fn a_processor_kept_busy_by_yielding_fibers_still_does_io() {
 /// Runs test `name` alone in a child process with `WEFT_NET_CHILD=mode`, for tests that
 /// change process-wide state (seccomp filters, descriptor limits). Returns its stderr.
 fn run_child(name: &str, mode: &str) -> String {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+    run_child_with(name, mode, None)
+}
+
+fn run_child_with(name: &str, mode: &str, weft_io: Option<&str>) -> String {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
         .env("WEFT_NET_CHILD", mode)
-        .env_remove("WEFT_IO")
-        .output()
-        .unwrap();
+        .env_remove("WEFT_IO");
+    if let Some(v) = weft_io {
+        cmd.env("WEFT_IO", v);
+    }
+    let out = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -742,5 +748,34 @@ fn write_timeout_is_timed_out_when_the_peer_does_not_read() {
         })
         .join()
         .unwrap();
+    }
+}
+
+#[test]
+fn weft_io_selects_the_backend_of_clusters_built_without_one() {
+    match child_mode().as_deref() {
+        Some("env-epoll") => {
+            let c = Cluster::builder().processors(1).build().unwrap();
+            assert_eq!(c.io_backend(), IoBackend::Epoll);
+            // The builder's choice wins over the environment.
+            let c = Cluster::builder()
+                .processors(1)
+                .io(IoBackend::Uring)
+                .build()
+                .unwrap();
+            assert_eq!(c.io_backend(), IoBackend::Uring);
+        }
+        Some("env-bogus") => {
+            let err = Cluster::builder().processors(1).build().unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput);
+            assert!(err.to_string().contains("WEFT_IO"), "{err}");
+        }
+        Some(_) => {}
+        None => {
+            let name = "weft_io_selects_the_backend_of_clusters_built_without_one";
+            let stderr = run_child_with(name, "env-epoll", Some("epoll"));
+            assert!(!stderr.contains("io_uring unavailable"), "{stderr}");
+            run_child_with(name, "env-bogus", Some("kqueue"));
+        }
     }
 }
