@@ -14,6 +14,9 @@
 //! - [`sync`] has fiber-aware locks, semaphores, channels, promises and wait groups: they park
 //!   the fiber, not the OS thread, and also work from plain threads.
 //! - [`blocking()`] runs a closure on a bounded helper pool while the fiber parks.
+//! - [`net`] has TCP sockets in the shape of `std::net`, blocking from the fiber's point of
+//!   view; underneath, each processor drives one io_uring (or an epoll instance as the
+//!   fallback), see [`io`]. They also work, as plain blocking sockets, from plain threads.
 //!
 //! ```
 //! # fn main() -> std::io::Result<()> {
@@ -52,7 +55,9 @@
 mod blocking;
 mod error;
 pub mod fiber;
+pub mod io;
 mod loom;
+pub mod net;
 mod park;
 mod runtime;
 pub mod sched;
@@ -64,4 +69,5 @@ pub use fiber::{
     is_cancelled, migrate, sleep, sleep_until, spawn, yield_now, Builder, FiberLocal, JoinError,
     JoinHandle,
 };
+pub use io::IoBackend;
 pub use runtime::{default_cluster, Cluster, ClusterBuilder};

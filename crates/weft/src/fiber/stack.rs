@@ -25,13 +25,21 @@ const GLOBAL_POOL_CAPACITY: usize = 4096;
 /// How many free stacks each processor keeps for itself before it uses the global pool.
 pub(crate) const PROCESSOR_CACHE_CAPACITY: usize = 64;
 
+/// The page size, asked of the kernel once (it is on the spawn path).
 pub(crate) fn page_size() -> usize {
+    static PAGE_SIZE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let cached = PAGE_SIZE.load(std::sync::atomic::Ordering::Relaxed);
+    if cached != 0 {
+        return cached;
+    }
     // SAFETY: sysconf has no preconditions.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size)
+    let size = usize::try_from(size)
         .ok()
         .filter(|s| s.is_power_of_two())
-        .unwrap_or(4096)
+        .unwrap_or(4096);
+    PAGE_SIZE.store(size, std::sync::atomic::Ordering::Relaxed);
+    size
 }
 
 /// One fiber stack: `len` bytes mapped at `start`, the lowest page of which is the guard.

@@ -12,12 +12,14 @@
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
-use std::thread::{JoinHandle, Thread};
+use std::thread::JoinHandle;
 
 use super::idle::Idle;
 use super::processor::{self, Processor};
 use super::yield_queue::{self, YieldShared};
 use crate::fiber::{stack, Task};
+use crate::io::driver::Waker;
+use crate::io::IoBackend;
 use crate::sched::{self, Policy};
 
 static NEXT_CLUSTER_ID: AtomicU64 = AtomicU64::new(1);
@@ -31,8 +33,11 @@ pub(crate) struct ClusterShared {
     /// `yield_queue`).
     pub(crate) yielded: YieldShared,
     pub(crate) idle: Idle,
-    /// The processor threads, for waking them; set before any processor runs.
-    threads: OnceLock<Vec<Thread>>,
+    /// One per processor, for waking it from its driver's sleep; made before any processor
+    /// runs.
+    pub(crate) wakers: Vec<Arc<Waker>>,
+    /// The I/O backend its processors' drivers use.
+    pub(crate) io: IoBackend,
     /// Stack size for fibers spawned here without their own.
     pub(crate) stack_size: usize,
     pub(crate) processors: usize,
@@ -47,19 +52,15 @@ impl ClusterShared {
         self.stopping.load(Ordering::Acquire)
     }
 
-    fn threads(&self) -> &[Thread] {
-        self.threads.get().map_or(&[], Vec::as_slice)
-    }
-
     /// Queues work from outside the cluster's processors.
     pub(crate) fn push_remote(&self, task: Task) {
         self.policy.push_remote(task);
-        self.idle.notify_work(self.threads());
+        self.idle.notify_work(&self.wakers);
     }
 
     pub(crate) fn notify_work(&self) {
         if self.processors > 1 {
-            self.idle.notify_work(self.threads());
+            self.idle.notify_work(&self.wakers);
         }
     }
 
@@ -67,7 +68,7 @@ impl ClusterShared {
     /// sleeper only if the work is where a sleeper could take it (see `Idle::notify_work_if`).
     pub(crate) fn notify_local_work(&self) {
         if self.processors > 1 {
-            self.idle.notify_work_if(self.threads(), || self.has_work());
+            self.idle.notify_work_if(&self.wakers, || self.has_work());
         }
     }
 
@@ -78,7 +79,7 @@ impl ClusterShared {
 
     fn stop(&self) {
         self.stopping.store(true, Ordering::Release);
-        self.idle.wake_all(self.threads());
+        self.idle.wake_all(&self.wakers);
         let on_own_processor = {
             let p = processor::current();
             // SAFETY: `current` is this thread's live processor or null.
@@ -148,6 +149,11 @@ impl Cluster {
         self.shared.policy.name()
     }
 
+    /// The I/O backend its processors use (after any fallback from io_uring to epoll).
+    pub fn io_backend(&self) -> IoBackend {
+        self.shared.io
+    }
+
     /// Stops the processors once every runnable fiber has run, and waits for them (unless called
     /// from one of them). Parked fibers are abandoned.
     pub fn shutdown(self) {
@@ -175,6 +181,7 @@ impl std::fmt::Debug for Cluster {
             .field("name", &self.shared.name)
             .field("processors", &self.shared.processors)
             .field("scheduler", &self.shared.policy.name())
+            .field("io", &self.shared.io)
             .finish()
     }
 }
@@ -190,6 +197,7 @@ pub struct ClusterBuilder {
     processors: Option<usize>,
     policy: PolicyChoice,
     stack_size: usize,
+    io: Option<IoBackend>,
 }
 
 impl Default for ClusterBuilder {
@@ -199,6 +207,7 @@ impl Default for ClusterBuilder {
             processors: None,
             policy: PolicyChoice::Named(sched::DEFAULT_POLICY.to_owned()),
             stack_size: stack::DEFAULT_STACK_SIZE,
+            io: None,
         }
     }
 }
@@ -234,6 +243,13 @@ impl ClusterBuilder {
         self
     }
 
+    /// The I/O backend (default: `WEFT_IO`, else io_uring, falling back to epoll when io_uring
+    /// is unavailable; see [`crate::io`]).
+    pub fn io(mut self, backend: IoBackend) -> Self {
+        self.io = Some(backend);
+        self
+    }
+
     /// Starts the processors.
     pub fn build(self) -> io::Result<Cluster> {
         let processors = match self.processors {
@@ -254,13 +270,24 @@ impl ClusterBuilder {
             PolicyChoice::Given(p) => p,
         };
         let (yielded, lanes) = yield_queue::new(processors);
+        let io = crate::io::resolve(self.io)?;
+        let wakers = (0..processors)
+            .map(|_| Waker::new(io).map(Arc::new))
+            .collect::<io::Result<Vec<_>>>()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot create a processor's eventfd: {e}"),
+                )
+            })?;
         let shared = Arc::new(ClusterShared {
             id: NEXT_CLUSTER_ID.fetch_add(1, Ordering::Relaxed),
             name: self.name.into(),
             policy: policy.clone(),
             yielded,
             idle: Idle::new(processors),
-            threads: OnceLock::new(),
+            wakers,
+            io,
             stack_size,
             processors,
             stopping: AtomicBool::new(false),
@@ -285,8 +312,6 @@ impl ClusterBuilder {
                     // The threads already started are waiting on the barrier: let them go and
                     // stop them.
                     shared.stopping.store(true, Ordering::Release);
-                    let threads = handles.iter().map(|h| h.thread().clone()).collect();
-                    let _ = shared.threads.set(threads);
                     for _ in handles.len()..processors {
                         std::thread::spawn({
                             let start = start.clone();
@@ -306,8 +331,6 @@ impl ClusterBuilder {
                 }
             }
         }
-        let threads = handles.iter().map(|h| h.thread().clone()).collect();
-        let _ = shared.threads.set(threads);
         *shared.handles.lock().unwrap_or_else(|p| p.into_inner()) = handles;
         start.wait();
         Ok(Cluster { shared })
@@ -327,6 +350,7 @@ pub fn default_cluster() -> &'static Cluster {
                 _ => panic!("weft: WEFT_PROCESSORS={n:?} is not a positive number"),
             }
         }
+        // WEFT_IO is read by `build` for every cluster without an explicit backend.
         if let Ok(name) = std::env::var("WEFT_SCHEDULER") {
             builder = builder.scheduler(name);
         }

@@ -10,10 +10,18 @@
 //! lost. When nobody sleeps, the pusher's cost is the fence and two loads, no syscall.
 //! At most half the processors (rounded up) search at once, so a burst of wake-ups does not turn
 //! every idle processor into a spinner hammering the others' queues.
+//!
+//! The sleep itself happens in the processor's I/O driver (`io_uring_enter` or `epoll_wait`),
+//! and waking a sleeper writes its [`Waker`] (an eventfd the driver always watches). The eventfd
+//! counter persists until the driver reads it, so it behaves like `Thread::unpark`'s token: a
+//! wake-up written after the sleeper registered but before it blocked makes the block return at
+//! once. The Dekker argument above is therefore unchanged by sleeping in the kernel's I/O wait.
 
 use std::sync::atomic::{fence, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::sync::Mutex;
-use std::thread::Thread;
+
+use crate::io::driver::Waker;
 
 pub(crate) struct Idle {
     processors: usize,
@@ -80,11 +88,11 @@ impl Idle {
 
     /// Called after work was made visible: wakes a sleeper when nobody is searching.
     #[inline]
-    pub(crate) fn notify_work(&self, threads: &[Thread]) {
+    pub(crate) fn notify_work(&self, wakers: &[Arc<Waker>]) {
         fence(Ordering::SeqCst);
         if self.searching.load(Ordering::Relaxed) == 0 && self.sleeping.load(Ordering::Relaxed) > 0
         {
-            self.wake_one(threads);
+            self.wake_one(wakers);
         }
     }
 
@@ -94,18 +102,18 @@ impl Idle {
     /// it only sends it searching in vain. No wake-up is lost: work this push made visible to
     /// others is seen by `visible()`, which runs after the push and the fence.
     #[inline]
-    pub(crate) fn notify_work_if(&self, threads: &[Thread], visible: impl FnOnce() -> bool) {
+    pub(crate) fn notify_work_if(&self, wakers: &[Arc<Waker>], visible: impl FnOnce() -> bool) {
         fence(Ordering::SeqCst);
         if self.searching.load(Ordering::Relaxed) == 0
             && self.sleeping.load(Ordering::Relaxed) > 0
             && visible()
         {
-            self.wake_one(threads);
+            self.wake_one(wakers);
         }
     }
 
     /// Wakes one sleeper, if any.
-    pub(crate) fn wake_one(&self, threads: &[Thread]) -> bool {
+    pub(crate) fn wake_one(&self, wakers: &[Arc<Waker>]) -> bool {
         let index = {
             let mut list = self.sleepers.lock().unwrap_or_else(|p| p.into_inner());
             let Some(index) = list.pop() else {
@@ -114,23 +122,24 @@ impl Idle {
             self.sleeping.fetch_sub(1, Ordering::SeqCst);
             index
         };
-        threads[index].unpark();
+        wakers[index].wake();
         true
     }
 
     /// Wakes every processor (shutdown).
-    pub(crate) fn wake_all(&self, threads: &[Thread]) {
+    pub(crate) fn wake_all(&self, wakers: &[Arc<Waker>]) {
         {
             let mut list = self.sleepers.lock().unwrap_or_else(|p| p.into_inner());
             self.sleeping.fetch_sub(list.len(), Ordering::SeqCst);
             list.clear();
         }
-        for t in threads {
-            t.unpark();
+        for w in wakers {
+            w.wake();
         }
     }
 
     #[cfg(test)]
+    #[allow(dead_code)] // for ad-hoc debugging of the protocol in unit tests
     pub(crate) fn sleeping(&self) -> usize {
         self.sleeping.load(Ordering::SeqCst)
     }
@@ -143,7 +152,9 @@ mod tests {
     #[test]
     fn sleepers_are_counted_and_woken_once() {
         let idle = Idle::new(2);
-        let threads = [std::thread::current(), std::thread::current()];
+        let threads: Vec<Arc<Waker>> = (0..2)
+            .map(|_| Arc::new(Waker::new(crate::io::IoBackend::Epoll).unwrap()))
+            .collect();
         idle.register_sleep(0);
         idle.register_sleep(1);
         assert_eq!(idle.sleeping(), 2);

@@ -5,6 +5,12 @@
 //! then the yield queue), and resume it until it switches back. With nothing to run it searches
 //! (steals) for a while, then sleeps through the [`super::idle`] protocol.
 //!
+//! I/O: each processor owns an I/O driver ([`crate::io::driver`]). Every round it reaps
+//! completions without blocking (cheap for io_uring: a flag and two loads; epoll looks every few
+//! rounds), waking the fibers onto this processor's queue; when the run queue empties it submits
+//! the batched SQEs and reaps again; and it sleeps *in* the driver (`io_uring_enter` /
+//! `epoll_wait`), bounded by its earliest timer and ended early by its eventfd waker.
+//!
 //! Invariants:
 //! - `CURRENT` points at this thread's `Processor` for the thread's whole life and is only read
 //!   through the non-inlined [`current`], so a fiber that moved threads never sees the old one;
@@ -22,6 +28,7 @@ use super::cluster::ClusterShared;
 use super::timer::{TimerHeap, TimerShared};
 use super::yield_queue::YieldLane;
 use crate::fiber::{self, Fiber, FiberRef, FiberStack, Suspend, Task};
+use crate::io::driver::Driver;
 use crate::sched::{LocalQueue, Origin};
 
 /// Every this many rounds the yield queue is served before the local queue.
@@ -43,6 +50,8 @@ pub(crate) struct Processor {
     tick: Cell<u64>,
     /// Scratch space for fibers whose timers are due.
     due: RefCell<Vec<FiberRef>>,
+    /// This processor's I/O driver: where its fibers' operations go and where it sleeps.
+    driver: Driver,
 }
 
 thread_local! {
@@ -74,6 +83,14 @@ impl Processor {
     ) {
         fiber::overflow::install_handler();
         let _alt_stack = fiber::overflow::AltStack::ensure();
+        // Built here, not in `ClusterBuilder::build`: a single-issuer ring belongs to the thread
+        // that creates it.
+        let driver = Driver::new(cluster.io, cluster.wakers[index].clone()).unwrap_or_else(|e| {
+            panic!(
+                "weft: processor {index} cannot start its {} driver: {e}",
+                cluster.io
+            )
+        });
         let processor = Processor {
             index,
             cluster,
@@ -83,6 +100,7 @@ impl Processor {
             stacks: RefCell::new(Vec::new()),
             tick: Cell::new(0),
             due: RefCell::new(Vec::new()),
+            driver,
         };
         CURRENT.with(|c| c.set(&processor));
         processor.main_loop();
@@ -96,11 +114,14 @@ impl Processor {
             if tick % TIMER_CHECK_INTERVAL == 0 {
                 self.fire_timers();
             }
+            self.driver.poll(tick, false);
             if let Some(task) = self.next_task(tick) {
                 self.run_task(task);
                 continue;
             }
             self.fire_timers();
+            // Out of work: submit the batched operations and reap what is ready.
+            self.driver.poll(tick, true);
             if let Some(task) = self.next_task(tick) {
                 self.run_task(task);
                 continue;
@@ -144,6 +165,7 @@ impl Processor {
             }
             if round % 8 == 7 {
                 self.fire_timers();
+                self.driver.poll(self.tick.get(), false);
                 let task = self.local.borrow_mut().pop(self.tick.get());
                 if task.is_some() {
                     found = task;
@@ -168,14 +190,10 @@ impl Processor {
             return;
         }
         let deadline = self.timers.borrow().next_deadline();
-        match deadline {
-            None => std::thread::park(),
-            Some(deadline) => {
-                let now = Instant::now();
-                if deadline > now {
-                    std::thread::park_timeout(deadline - now);
-                }
-            }
+        if !matches!(deadline, Some(d) if d <= Instant::now()) {
+            // Blocks in io_uring_enter / epoll_wait until a completion, the waker, or the
+            // deadline; reaps what arrived.
+            self.driver.park(deadline);
         }
         idle.unregister_sleep(self.index);
     }
@@ -240,6 +258,11 @@ impl Processor {
     pub(crate) fn push_local(&self, task: Task, origin: Origin) {
         self.local.borrow_mut().push(task, origin);
         self.cluster.notify_local_work();
+    }
+
+    /// This processor's I/O driver. Only for this thread, and not across a fiber switch.
+    pub(crate) fn driver(&self) -> &Driver {
+        &self.driver
     }
 
     /// Arms a timer on this processor.

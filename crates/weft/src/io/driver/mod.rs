@@ -1,0 +1,191 @@
+//! One I/O driver per processor, and the waker that ends its sleep.
+//!
+//! A [`Driver`] is owned by one processor and used only on that processor's thread (by the
+//! processor's loop and by the fibers it runs). It does three jobs:
+//! - it carries the operations fibers start ([`uring`]: SQEs submitted lazily in batches;
+//!   [`epoll`]: one-shot readiness interest);
+//! - it turns completions into wake-ups ([`Driver::poll`] without blocking, every scheduling
+//!   round or every few rounds);
+//! - it is where the processor sleeps ([`Driver::park`]): in `io_uring_enter` or `epoll_wait`,
+//!   bounded by the processor's next timer, and ended early by the processor's [`Waker`].
+//!
+//! Architecture Invariant: the driver knows nothing of run queues or clusters. It wakes fibers
+//! through `FiberRef::unpark`, which queues them on the current processor when the fiber
+//! belongs to its cluster (locality) and through the fiber's cluster otherwise (a fiber that
+//! migrated, or that was woken by another cluster's ring).
+//!
+//! Other threads reach a driver only through its [`DriverShared`]: the waker (an eventfd) and
+//! the queue of cancellation requests from fibers that moved to another processor while their
+//! operation was in flight on this one (`io_uring` rings are single-issuer: only the owning
+//! thread may submit the `ASYNC_CANCEL`).
+
+pub(crate) mod epoll;
+pub(crate) mod uring;
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::op::Completion;
+use super::IoBackend;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Ends a processor's sleep from any thread: an eventfd the driver always watches.
+///
+/// Writing it makes the sleeping `io_uring_enter` / `epoll_wait` return (or the next one return
+/// at once: the eventfd counter persists until the driver reads it, so a wake-up sent just
+/// before the sleep is not lost).
+pub(crate) struct Waker {
+    /// The eventfd. Blocking for the uring backend (the ring's posted `READ` waits on it);
+    /// non-blocking for epoll, which reads it only after readiness.
+    fd: OwnedFd,
+}
+
+impl Waker {
+    pub(crate) fn new(backend: IoBackend) -> io::Result<Waker> {
+        let flags = match backend {
+            IoBackend::Uring => libc::EFD_CLOEXEC,
+            IoBackend::Epoll => libc::EFD_CLOEXEC | libc::EFD_NONBLOCK,
+        };
+        // SAFETY: plain syscall; on success we own the returned descriptor.
+        let fd = unsafe { libc::eventfd(0, flags) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        Ok(Waker {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// Wakes the processor that owns this waker. Any thread; never blocks.
+    pub(crate) fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our own eventfd. Failure is only possible
+        // when the counter would overflow, i.e. a wake-up is pending anyway.
+        unsafe {
+            libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8);
+        }
+    }
+
+    pub(crate) fn raw_fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Cancellations forwarded to another processor's driver since the process started.
+pub(crate) static FORWARDED_CANCELS: AtomicU64 = AtomicU64::new(0);
+
+/// The part of a driver other threads may touch.
+pub(crate) struct DriverShared {
+    /// The owning processor's waker.
+    pub(crate) waker: Arc<Waker>,
+    /// Completion records whose fiber wants the operation cancelled but now runs elsewhere.
+    /// Bounded by the number of fibers with an operation in flight on this driver.
+    cancels: Mutex<Vec<usize>>,
+    /// Whether `cancels` may be non-empty: lets `poll` skip the lock.
+    has_cancels: AtomicBool,
+}
+
+impl DriverShared {
+    pub(crate) fn new(waker: Arc<Waker>) -> DriverShared {
+        DriverShared {
+            waker,
+            cancels: Mutex::new(Vec::new()),
+            has_cancels: AtomicBool::new(false),
+        }
+    }
+
+    /// Asks the owning processor to cancel the operation of `record` (from another thread).
+    pub(crate) fn request_cancel(&self, record: *const Completion) {
+        FORWARDED_CANCELS.fetch_add(1, Ordering::Relaxed);
+        self.cancels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(record as usize);
+        self.has_cancels.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+
+    fn take_cancels(&self, into: &mut Vec<usize>) {
+        if !self.has_cancels.load(Ordering::Acquire) {
+            return;
+        }
+        let mut list = self.cancels.lock().unwrap_or_else(|p| p.into_inner());
+        self.has_cancels.store(false, Ordering::Relaxed);
+        into.append(&mut list);
+    }
+}
+
+/// One processor's I/O driver. See the module docs.
+pub(crate) enum Driver {
+    /// Boxed: the ring's bookkeeping is several times the size of the epoll driver.
+    Uring(Box<uring::Uring>),
+    Epoll(epoll::Epoll),
+}
+
+impl Driver {
+    /// Builds the driver on the processor's own thread (single-issuer rings belong to the thread
+    /// that creates them). Falls back to epoll if this ring cannot be set up after all.
+    pub(crate) fn new(backend: IoBackend, waker: Arc<Waker>) -> io::Result<Driver> {
+        let shared = Arc::new(DriverShared::new(waker));
+        match backend {
+            IoBackend::Uring => match uring::Uring::new(shared.clone()) {
+                Ok(u) => Ok(Driver::Uring(Box::new(u))),
+                Err(e) => {
+                    super::log_fallback(&e);
+                    // The waker is a blocking eventfd: make it non-blocking for epoll.
+                    // SAFETY: fcntl on our own descriptor.
+                    unsafe {
+                        let fd = shared.waker.raw_fd();
+                        let fl = libc::fcntl(fd, libc::F_GETFL);
+                        libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
+                    }
+                    Ok(Driver::Epoll(epoll::Epoll::new(shared)?))
+                }
+            },
+            IoBackend::Epoll => Ok(Driver::Epoll(epoll::Epoll::new(shared)?)),
+        }
+    }
+
+    pub(crate) fn backend(&self) -> IoBackend {
+        match self {
+            Driver::Uring(_) => IoBackend::Uring,
+            Driver::Epoll(_) => IoBackend::Epoll,
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<DriverShared> {
+        match self {
+            Driver::Uring(u) => &u.shared,
+            Driver::Epoll(e) => &e.shared,
+        }
+    }
+
+    /// Drains completions without blocking and wakes their fibers. `idle` says the run queue
+    /// is empty: submit everything now (uring) / ask the kernel even if it costs a syscall
+    /// (epoll). Returns how many fibers were woken.
+    pub(crate) fn poll(&self, tick: u64, idle: bool) -> usize {
+        match self {
+            Driver::Uring(u) => u.poll(tick, idle),
+            Driver::Epoll(e) => e.poll(tick, idle),
+        }
+    }
+
+    /// Sleeps until a completion, a wake-up of the [`Waker`], or `deadline`; then drains.
+    pub(crate) fn park(&self, deadline: Option<Instant>) {
+        match self {
+            Driver::Uring(u) => u.park(deadline),
+            Driver::Epoll(e) => e.park(deadline),
+        }
+    }
+
+    /// Cancels the operation of `record`, started on this driver, from its own thread.
+    pub(crate) fn cancel_local(&self, record: *const Completion) {
+        match self {
+            Driver::Uring(u) => u.cancel(record),
+            Driver::Epoll(e) => e.cancel(record),
+        }
+    }
+}

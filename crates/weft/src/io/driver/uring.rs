@@ -1,0 +1,320 @@
+//! The io_uring driver: one ring per processor.
+//!
+//! ## Ring flags, and why
+//! The ring is built with the first of these that the kernel accepts:
+//! 1. `SINGLE_ISSUER | DEFER_TASKRUN | TASKRUN_FLAG | SUBMIT_ALL` (Linux 6.1+). Only the
+//!    processor's thread ever submits (cancellations from other threads are forwarded to it, see
+//!    [`super::DriverShared`]), which is what `SINGLE_ISSUER` promises and lets the kernel drop
+//!    its submission lock. `DEFER_TASKRUN` runs completion work only when we ask for events, so
+//!    the processor is never interrupted by task-work IPIs in the middle of running fibers; the
+//!    completions are reaped at our batching points instead. `TASKRUN_FLAG` sets
+//!    `IORING_SQ_TASKRUN` when such work is pending, so the per-round poll is a flag load and
+//!    costs a syscall only when there is something to reap. `SUBMIT_ALL` keeps a bad SQE from
+//!    stranding the rest of a batch (they belong to other fibers).
+//! 2. `COOP_TASKRUN | TASKRUN_FLAG | SUBMIT_ALL` (5.19+): the same batching without the
+//!    single-issuer promise.
+//! 3. No flags: works everywhere io_uring does.
+//!
+//! The ring must be created on the processor's own thread: a single-issuer ring belongs to the
+//! task that created it, and deferred task work can only be run by that task.
+//!
+//! ## user_data
+//! An operation's SQE carries the address of its [`Completion`] record (8-aligned, on the
+//! submitting fiber's stack). Its `ASYNC_CANCEL` carries the same address with bit 0 set, so
+//! its completion can acknowledge the cancel. `WAKER` (`1`) is the `READ` posted on the
+//! processor's eventfd, which stays posted while the processor sleeps so another thread ends
+//! the sleep by writing the eventfd.
+//!
+//! ## Batching
+//! SQEs are pushed to the ring by fibers and submitted when the processor runs out of runnable
+//! fibers, when `SUBMIT_BATCH` are waiting, every `SUBMIT_EVERY_ROUNDS` scheduling rounds, when
+//! the submission queue is full, or as part of the sleeping `io_uring_enter`.
+
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+use io_uring::{opcode, squeue, types, IoUring};
+
+use super::DriverShared;
+use crate::io::op::{Completion, ACK, DONE};
+
+/// Submission queue entries per ring.
+const SQ_ENTRIES: u32 = 256;
+/// Completion queue entries per ring: room for many in-flight operations per processor
+/// (the kernel buffers overflow beyond that, `IORING_FEAT_NODROP`).
+const CQ_ENTRIES: u32 = 4096;
+/// Submit once this many SQEs wait, even if fibers are still runnable.
+const SUBMIT_BATCH: u32 = 32;
+/// Submit at least every this many scheduling rounds, so a processor kept busy by fibers that
+/// yield or spawn (its run queue never empties) does not hold a lone SQE back indefinitely.
+const SUBMIT_EVERY_ROUNDS: u64 = 16;
+/// `user_data` of the eventfd read.
+const WAKER: u64 = 1;
+/// `user_data` of the `ASYNC_CANCEL` for the eventfd read, when the ring is dropped.
+const WAKER_CANCEL: u64 = 3;
+/// How long dropping a ring waits for its eventfd read to be cancelled.
+const DROP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// One processor's ring.
+pub(crate) struct Uring {
+    pub(crate) shared: Arc<DriverShared>,
+    /// The ring. Borrowed only for short stretches on the owning thread, never across a
+    /// fiber switch.
+    ring: RefCell<IoUring>,
+    /// Where the posted eventfd `READ` writes; boxed so its address is stable.
+    wake_buf: Box<UnsafeCell<u64>>,
+    /// Whether the eventfd `READ` is in the ring (posted and not completed yet).
+    waker_posted: Cell<bool>,
+    /// SQEs pushed but not submitted yet.
+    unsubmitted: Cell<u32>,
+    /// Operations and cancels pushed whose completion has not been reaped (the posted eventfd
+    /// read is not counted). While it is 0 and nothing is unsubmitted, a round's `poll` has
+    /// nothing to do and returns after one load: compute-bound rounds pay nothing for I/O.
+    in_flight: Cell<u32>,
+    /// Scratch list for forwarded cancellations.
+    cancels: RefCell<Vec<usize>>,
+    /// Which setup flags the kernel accepted (for logs and `Debug`).
+    pub(crate) flags: &'static str,
+}
+
+/// Builds a ring with the best flags the kernel accepts; see the module docs.
+pub(crate) fn build_ring() -> io::Result<(IoUring, &'static str)> {
+    let mut first_err = None;
+    for tier in 0..3 {
+        let mut b = IoUring::builder();
+        b.setup_cqsize(CQ_ENTRIES);
+        let name = match tier {
+            0 => {
+                b.setup_single_issuer()
+                    .setup_defer_taskrun()
+                    .setup_taskrun_flag()
+                    .setup_submit_all();
+                "SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG|SUBMIT_ALL"
+            }
+            1 => {
+                b.setup_coop_taskrun()
+                    .setup_taskrun_flag()
+                    .setup_submit_all();
+                "COOP_TASKRUN|TASKRUN_FLAG|SUBMIT_ALL"
+            }
+            _ => "none",
+        };
+        match b.build(SQ_ENTRIES) {
+            Ok(ring) => {
+                if !ring.params().is_feature_ext_arg() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        "io_uring lacks IORING_FEAT_EXT_ARG (needs Linux 5.11+)",
+                    ));
+                }
+                return Ok((ring, name));
+            }
+            Err(e) => {
+                // EINVAL: flags unknown to this kernel; try fewer. Anything else (EPERM,
+                // ENOSYS, ENOMEM) will not get better with fewer flags.
+                let retry = e.raw_os_error() == Some(libc::EINVAL);
+                first_err.get_or_insert(e);
+                if !retry {
+                    break;
+                }
+            }
+        }
+    }
+    Err(first_err.expect("at least one attempt"))
+}
+
+impl Uring {
+    pub(crate) fn new(shared: Arc<DriverShared>) -> io::Result<Uring> {
+        let (ring, flags) = build_ring()?;
+        let u = Uring {
+            shared,
+            ring: RefCell::new(ring),
+            wake_buf: Box::new(UnsafeCell::new(0)),
+            waker_posted: Cell::new(false),
+            unsubmitted: Cell::new(0),
+            in_flight: Cell::new(0),
+            cancels: RefCell::new(Vec::new()),
+            flags,
+        };
+        u.post_waker();
+        Ok(u)
+    }
+
+    /// Queues `entry` for submission.
+    ///
+    /// # Safety
+    /// Every pointer in `entry` (buffers, addresses, and the `Completion` named by its
+    /// `user_data`) must stay valid until its completion has been reaped.
+    pub(crate) unsafe fn push(&self, entry: &squeue::Entry) {
+        loop {
+            let mut ring = self.ring.borrow_mut();
+            // SAFETY: forwarded from the caller.
+            if unsafe { ring.submission().push(entry) }.is_ok() {
+                break;
+            }
+            // Full: submit what is there and reap, then try again.
+            let _ = ring.submit();
+            self.unsubmitted.set(0);
+            drop(ring);
+            self.drain();
+        }
+        self.unsubmitted.set(self.unsubmitted.get() + 1);
+        let data = entry.get_user_data();
+        if data != WAKER && data != WAKER_CANCEL {
+            self.in_flight.set(self.in_flight.get() + 1);
+        }
+    }
+
+    fn post_waker(&self) {
+        if self.waker_posted.get() {
+            return;
+        }
+        let entry = opcode::Read::new(
+            types::Fd(self.shared.waker.raw_fd()),
+            self.wake_buf.get().cast(),
+            8,
+        )
+        .offset(u64::MAX)
+        .build()
+        .user_data(WAKER);
+        // SAFETY: `wake_buf` is boxed, and `Drop` cancels the read (and waits for it) before
+        // freeing it.
+        unsafe { self.push(&entry) };
+        self.waker_posted.set(true);
+    }
+
+    /// Submits an `ASYNC_CANCEL` for `record`'s operation; its completion acknowledges.
+    pub(crate) fn cancel(&self, record: *const Completion) {
+        let key = record as u64;
+        let entry = opcode::AsyncCancel::new(key).build().user_data(key | 1);
+        // SAFETY: the record lives until its fiber sees both DONE and ACK.
+        unsafe { self.push(&entry) };
+    }
+
+    fn take_cancels(&self) {
+        let mut list = self.cancels.borrow_mut();
+        self.shared.take_cancels(&mut list);
+        for record in list.drain(..) {
+            self.cancel(record as *const Completion);
+        }
+    }
+
+    pub(crate) fn poll(&self, tick: u64, idle: bool) -> usize {
+        // A forwarded cancel always names an operation in flight here, so it is not missed.
+        if self.in_flight.get() == 0 && self.unsubmitted.get() == 0 {
+            return 0;
+        }
+        self.take_cancels();
+        let need_enter = {
+            let mut ring = self.ring.borrow_mut();
+            let sq = ring.submission();
+            let pending = self.unsubmitted.get();
+            let due = idle || tick % SUBMIT_EVERY_ROUNDS == 0;
+            (due && pending > 0) || pending >= SUBMIT_BATCH || sq.taskrun() || sq.cq_overflow()
+        };
+        if need_enter {
+            let _ = self.ring.borrow().submit();
+            self.unsubmitted.set(0);
+        }
+        self.drain()
+    }
+
+    pub(crate) fn park(&self, deadline: Option<Instant>) {
+        self.take_cancels();
+        self.post_waker();
+        {
+            let ring = self.ring.borrow();
+            let submitter = ring.submitter();
+            let result = match deadline {
+                None => submitter.submit_and_wait(1),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        submitter.submit()
+                    } else {
+                        let ts = types::Timespec::from(left);
+                        let args = types::SubmitArgs::new().timespec(&ts);
+                        submitter.submit_with_args(1, &args)
+                    }
+                }
+            };
+            // ETIME (deadline), EINTR (signal), EBUSY (completions to reap first) all mean:
+            // reap and go round again. Submission errors are reported per SQE.
+            let _ = result;
+            self.unsubmitted.set(0);
+        }
+        self.drain();
+    }
+
+    /// Reaps every completion in the ring and wakes their fibers.
+    fn drain(&self) -> usize {
+        let mut woken = 0;
+        loop {
+            let cqe = {
+                let mut ring = self.ring.borrow_mut();
+                let mut cq = ring.completion();
+                cq.next()
+            };
+            let Some(cqe) = cqe else { break };
+            let data = cqe.user_data();
+            if data == WAKER {
+                self.waker_posted.set(false);
+                self.post_waker();
+            } else if data == WAKER_CANCEL {
+                // Only submitted by `drop`.
+            } else if data & 1 == 1 {
+                // SAFETY: a cancel's record lives until its fiber sees ACK (op::Completion).
+                unsafe { Completion::finish(data as usize & !1, None, ACK) };
+                self.in_flight.set(self.in_flight.get() - 1);
+                woken += 1;
+            } else {
+                // SAFETY: an operation's record lives until its fiber sees DONE.
+                unsafe { Completion::finish(data as usize, Some(cqe.result()), DONE) };
+                self.in_flight.set(self.in_flight.get() - 1);
+                woken += 1;
+            }
+        }
+        woken
+    }
+}
+
+impl Drop for Uring {
+    /// Takes the eventfd read back before `wake_buf` is freed: closing the ring cancels
+    /// requests asynchronously, and a wake-up racing with that would write freed memory.
+    /// Other operations still in flight belong to fibers abandoned with their (leaked) stacks
+    /// when the cluster stopped; they are not reaped.
+    fn drop(&mut self) {
+        if !self.waker_posted.get() {
+            return;
+        }
+        let entry = opcode::AsyncCancel::new(WAKER)
+            .build()
+            .user_data(WAKER_CANCEL);
+        let ring = self.ring.get_mut();
+        // SAFETY: the cancel carries no pointers.
+        if unsafe { ring.submission().push(&entry) }.is_err() {
+            let _ = ring.submit();
+            // SAFETY: as above.
+            if unsafe { ring.submission().push(&entry) }.is_err() {
+                std::mem::forget(std::mem::take(&mut self.wake_buf));
+                return;
+            }
+        }
+        let give_up = Instant::now() + DROP_WAIT;
+        loop {
+            let ts = types::Timespec::from(std::time::Duration::from_millis(10));
+            let args = types::SubmitArgs::new().timespec(&ts);
+            let _ = ring.submitter().submit_with_args(1, &args);
+            if ring.completion().any(|cqe| cqe.user_data() == WAKER) {
+                return;
+            }
+            if Instant::now() >= give_up {
+                // Never free memory the kernel may still write.
+                std::mem::forget(std::mem::take(&mut self.wake_buf));
+                return;
+            }
+        }
+    }
+}

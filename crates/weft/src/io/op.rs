@@ -1,0 +1,300 @@
+//! The operation protocol: a completion record on the fiber's stack, park, cancel safely.
+//!
+//! A fiber that starts an operation on its processor's driver builds a [`Completion`] on its
+//! own stack, hands the driver its address (an SQE's `user_data`, or the epoll waiter table),
+//! and parks until the processor marks it `DONE`. The record outlives every use the driver makes
+//! of it because the fiber does not return, and so does not pop the record, before:
+//! - `DONE` is set (the kernel has finished with the operation and its buffers), and
+//! - if it asked for a cancel (`CANCEL`), `ACK` is set too (the driver has finished with the
+//!   cancel request, which also names the record).
+//!
+//! On a deadline or a fiber cancellation the fiber sets `CANCEL` and has the *owning*
+//! processor cancel the operation (directly when it still runs there; through
+//! [`DriverShared::request_cancel`] when it was moved elsewhere meanwhile), then keeps waiting,
+//! uncancellably, for both bits. Only then does the call return, so the kernel never touches a
+//! buffer after the call returned. If the operation completed anyway (the cancel lost the
+//! race), its real result is returned: data that was read is never dropped.
+//!
+//! The processor finishing a record clones the waiter out *before* publishing the bit: once a
+//! bit is published the fiber may return and its stack frame be reused.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::driver::{Driver, DriverShared};
+use crate::fiber::{self, FiberRef};
+use crate::park::{park, Parked};
+use crate::runtime::processor;
+use crate::Cancelled;
+use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+
+/// The kernel (or readiness) has produced the result.
+pub(crate) const DONE: u8 = 1;
+/// The fiber asked for the operation to be cancelled.
+pub(crate) const CANCEL: u8 = 2;
+/// The driver has handled the cancel request.
+pub(crate) const ACK: u8 = 4;
+
+/// Which way a readiness wait goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dir {
+    Read,
+    Write,
+}
+
+/// One in-flight operation, on the stack of the fiber waiting for it.
+pub(crate) struct Completion {
+    /// The operation's result (`-errno` on failure); valid once `DONE` is set.
+    result: AtomicI32,
+    /// `DONE`, `CANCEL`, `ACK` bits.
+    state: AtomicU8,
+    /// The fiber to wake.
+    waiter: FiberRef,
+    /// The driver the operation was started on: cancels must go there.
+    owner: Arc<DriverShared>,
+    /// The descriptor (epoll's waiter table is keyed by it).
+    pub(crate) fd: i32,
+    /// Which way the fiber waits (epoll).
+    pub(crate) dir: Dir,
+}
+
+/// Why a wait gave up.
+#[derive(Debug, Clone, Copy)]
+enum GaveUp {
+    TimedOut,
+    Cancelled,
+}
+
+pub(crate) fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "weft: I/O operation timed out")
+}
+
+/// The error blocking I/O returns in a cancelled fiber: kind `Other` wrapping [`Cancelled`]
+/// (not `Interrupted`, which `std`'s `read_exact` and `write_all` silently retry).
+pub(crate) fn cancelled() -> io::Error {
+    io::Error::other(Cancelled)
+}
+
+impl Completion {
+    /// A record for the current fiber's operation on `driver`. Call from a fiber only.
+    pub(crate) fn new(driver: &Driver, fd: i32, dir: Dir) -> Completion {
+        Completion {
+            result: AtomicI32::new(0),
+            state: AtomicU8::new(0),
+            waiter: fiber::current_ref().expect("weft: I/O completion record outside a fiber"),
+            owner: driver.shared().clone(),
+            fd,
+            dir,
+        }
+    }
+
+    /// The driver's side: stores `result` (if any), sets `bits` and wakes the fiber.
+    ///
+    /// # Safety
+    /// `record` is the address of a live `Completion` whose fiber is waiting for `bits`, and
+    /// the caller runs on the record's owning processor.
+    pub(crate) unsafe fn finish(record: usize, result: Option<i32>, bits: u8) {
+        // SAFETY: the caller promises the record is alive until the `fetch_or` below.
+        let rec = unsafe { &*(record as *const Completion) };
+        let waiter = rec.waiter.clone();
+        if let Some(r) = result {
+            rec.result.store(r, Ordering::Relaxed);
+        }
+        rec.state.fetch_or(bits, Ordering::AcqRel);
+        // From here on the record may be gone.
+        waiter.unpark();
+    }
+
+    fn finished(state: u8) -> bool {
+        state & DONE != 0 && (state & CANCEL == 0 || state & ACK != 0)
+    }
+
+    /// The fiber's side: parks until the operation is over (see the module docs). Returns the
+    /// kernel's result, or why the wait gave up if the operation was cancelled.
+    pub(crate) fn wait(&self, deadline: Option<Instant>) -> io::Result<i32> {
+        let mut gave_up = None;
+        loop {
+            let state = self.state.load(Ordering::Acquire);
+            if Self::finished(state) {
+                break;
+            }
+            if gave_up.is_some() {
+                // Uncancellable: the kernel may still write into our buffers.
+                fiber::park_current(None);
+                continue;
+            }
+            let why = match park(deadline) {
+                Parked::Woken => continue,
+                Parked::TimedOut => GaveUp::TimedOut,
+                Parked::Cancelled => GaveUp::Cancelled,
+            };
+            gave_up = Some(why);
+            if self
+                .state
+                .compare_exchange(0, CANCEL, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                // DONE already: nothing to cancel.
+                continue;
+            }
+            self.send_cancel();
+        }
+        let result = self.result.load(Ordering::Relaxed);
+        match gave_up {
+            Some(why) if result == -libc::ECANCELED || result == -libc::EINTR => Err(match why {
+                GaveUp::TimedOut => timed_out(),
+                GaveUp::Cancelled => cancelled(),
+            }),
+            _ => Ok(result),
+        }
+    }
+
+    fn send_cancel(&self) {
+        let p = processor::current();
+        // SAFETY: a non-null `current` is this thread's live processor; the borrow ends before
+        // the fiber switches out.
+        if let Some(p) = unsafe { p.as_ref() } {
+            if Arc::ptr_eq(p.driver().shared(), &self.owner) {
+                p.driver().cancel_local(self);
+                return;
+            }
+        }
+        self.owner.request_cancel(self);
+    }
+}
+
+/// The driver of the processor running the calling fiber; `None` on plain threads.
+///
+/// The reference is only good until the fiber next switches out (it may resume elsewhere).
+pub(crate) fn current_driver<'a>() -> Option<&'a Driver> {
+    if !fiber::in_fiber() {
+        return None;
+    }
+    let p = processor::current();
+    // SAFETY: a non-null `current` is this thread's live processor, which outlives the fiber's
+    // stay on this thread; callers drop the reference before switching out.
+    unsafe { p.as_ref() }.map(|p| p.driver())
+}
+
+/// Waits until `fd` is ready for `dir`, for code that tries non-blocking syscalls (the epoll
+/// backend, and plain threads, which block in `poll(2)`).
+pub(crate) fn wait_ready(fd: i32, dir: Dir, deadline: Option<Instant>) -> io::Result<()> {
+    match current_driver() {
+        Some(Driver::Epoll(e)) => {
+            let driver = current_driver().expect("checked");
+            let record = Completion::new(driver, fd, dir);
+            e.register(&record)?;
+            record.wait(deadline).map(|_| ())
+        }
+        Some(Driver::Uring(u)) => {
+            let driver = current_driver().expect("checked");
+            let record = Completion::new(driver, fd, dir);
+            let events = match dir {
+                Dir::Read => libc::POLLIN,
+                Dir::Write => libc::POLLOUT,
+            };
+            let entry = io_uring::opcode::PollAdd::new(io_uring::types::Fd(fd), events as u32)
+                .build()
+                .user_data(&record as *const Completion as u64);
+            // SAFETY: `record` lives until `wait` has seen DONE (and ACK if it cancelled).
+            unsafe { u.push(&entry) };
+            let r = record.wait(deadline)?;
+            if r < 0 {
+                return Err(io::Error::from_raw_os_error(-r));
+            }
+            Ok(())
+        }
+        None => poll_thread(fd, dir, deadline),
+    }
+}
+
+/// A plain thread blocks in `poll(2)`.
+fn poll_thread(fd: i32, dir: Dir, deadline: Option<Instant>) -> io::Result<()> {
+    let events = match dir {
+        Dir::Read => libc::POLLIN,
+        Dir::Write => libc::POLLOUT,
+    };
+    loop {
+        let timeout_ms = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(timed_out());
+                }
+                left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
+            }
+        };
+        let mut pfd = libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if r > 0 {
+            return Ok(());
+        }
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Runs one socket operation for the caller, whatever it is.
+///
+/// - On a uring processor: `sqe` is submitted with a [`Completion`] and the fiber parks.
+/// - On an epoll processor or a plain thread: `sys` (the non-blocking syscall, returning `-1`
+///   with `errno` on failure) is tried, and on `EAGAIN` the caller waits for readiness in
+///   direction `dir` and tries again.
+///
+/// # Safety
+/// The pointers in the entry `sqe` builds must be valid for the duration of this call.
+pub(crate) unsafe fn run(
+    fd: i32,
+    dir: Dir,
+    deadline: Option<Instant>,
+    sqe: impl FnOnce() -> io_uring::squeue::Entry,
+    mut sys: impl FnMut() -> isize,
+) -> io::Result<usize> {
+    if fiber::is_cancelled() {
+        return Err(cancelled());
+    }
+    if let Some(Driver::Uring(u)) = current_driver() {
+        let driver = current_driver().expect("checked");
+        let record = Completion::new(driver, fd, dir);
+        let entry = sqe().user_data(&record as *const Completion as u64);
+        // SAFETY: the caller keeps the entry's pointers valid during this call, and `record`
+        // outlives the operation (see the module docs).
+        unsafe { u.push(&entry) };
+        let r = record.wait(deadline)?;
+        if r >= 0 {
+            return Ok(r as usize);
+        }
+        if r != -libc::EAGAIN {
+            return Err(io::Error::from_raw_os_error(-r));
+        }
+        // The kernel reports EAGAIN for a non-blocking descriptor in some cases: fall through
+        // to readiness waiting (a POLL_ADD on the ring) and the syscall.
+        wait_ready(fd, dir, deadline)?;
+    }
+    loop {
+        let r = sys();
+        if r >= 0 {
+            return Ok(r as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => {}
+            Some(libc::EAGAIN) => wait_ready(fd, dir, deadline)?,
+            _ => return Err(e),
+        }
+        if fiber::is_cancelled() {
+            return Err(cancelled());
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! Networking in the shape of `std::net`, blocking from the fiber's point of view.
+//!
+//! A fiber calling [`TcpStream::read`](std::io::Read::read) parks while its processor runs
+//! others; the operation runs on the processor's io_uring (or epoll, see [`crate::io`]). The
+//! same calls from a plain OS thread are ordinary blocking syscalls. Every blocking call honours
+//! the stream's timeouts (error kind `TimedOut`) and fiber cancellation (error kind `Other`
+//! wrapping [`crate::Cancelled`]), and guarantees the kernel no longer touches the caller's
+//! buffer once it has returned.
+//!
+//! Sockets are always non-blocking at the descriptor level (the epoll backend and plain threads
+//! try the syscall and wait for readiness on `EAGAIN`; io_uring copes with either).
+
+mod tcp;
+
+pub use tcp::{TcpListener, TcpListenerBuilder, TcpStream};

@@ -1,0 +1,528 @@
+//! TCP listeners and streams.
+
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use io_uring::{opcode, types::Fd};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use crate::io::op::{self, Dir};
+
+/// Default `listen(2)` backlog (the kernel clamps it to `net.core.somaxconn`).
+const DEFAULT_BACKLOG: i32 = 1024;
+/// The longest single read or write handed to the kernel.
+const MAX_IO_BYTES: usize = i32::MAX as usize;
+/// Accept's back-off while the process or system is out of descriptors.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_millis(100);
+
+fn new_socket(addr: &SocketAddr) -> io::Result<Socket> {
+    Socket::new(
+        Domain::for_address(*addr),
+        Type::STREAM.nonblocking().cloexec(),
+        Some(Protocol::TCP),
+    )
+}
+
+fn sock_addr(addr: SockAddr) -> io::Result<SocketAddr> {
+    addr.as_socket()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not an IP socket address"))
+}
+
+/// Tries every address `addrs` resolves to, like `std::net`.
+fn each_addr<T>(
+    addrs: impl ToSocketAddrs,
+    mut f: impl FnMut(&SocketAddr) -> io::Result<T>,
+) -> io::Result<T> {
+    let mut last = None;
+    for addr in addrs.to_socket_addrs()? {
+        match f(&addr) {
+            Ok(t) => return Ok(t),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "could not resolve to any address",
+        )
+    }))
+}
+
+fn set_errno(e: i32) {
+    // SAFETY: errno is a thread-local int.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// Configures a listener before it binds: [`TcpListener::builder`].
+#[derive(Debug, Clone)]
+pub struct TcpListenerBuilder {
+    backlog: i32,
+    reuse_port: bool,
+    reuse_address: bool,
+}
+
+impl TcpListenerBuilder {
+    /// The `listen(2)` backlog (default 1024).
+    pub fn backlog(mut self, backlog: i32) -> Self {
+        self.backlog = backlog;
+        self
+    }
+
+    /// Sets `SO_REUSEPORT`, so several listeners (one per processor, say) share the port and
+    /// the kernel spreads connections over them (default off).
+    pub fn reuse_port(mut self, on: bool) -> Self {
+        self.reuse_port = on;
+        self
+    }
+
+    /// Sets `SO_REUSEADDR` (default on, as servers want after a restart).
+    pub fn reuse_address(mut self, on: bool) -> Self {
+        self.reuse_address = on;
+        self
+    }
+
+    /// Binds and listens on the first address that works.
+    pub fn bind(&self, addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        each_addr(addr, |addr| {
+            let sock = new_socket(addr)?;
+            sock.set_reuse_address(self.reuse_address)?;
+            if self.reuse_port {
+                sock.set_reuse_port(true)?;
+            }
+            sock.bind(&SockAddr::from(*addr))?;
+            sock.listen(self.backlog)?;
+            Ok(TcpListener {
+                sock,
+                logged_out_of_fds: AtomicBool::new(false),
+            })
+        })
+    }
+}
+
+/// A TCP socket server, like `std::net::TcpListener`.
+#[derive(Debug)]
+pub struct TcpListener {
+    sock: Socket,
+    /// Whether the "out of descriptors" condition was reported (it is reported once).
+    logged_out_of_fds: AtomicBool,
+}
+
+impl TcpListener {
+    /// Binds with default options (backlog 1024, `SO_REUSEADDR`).
+    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        TcpListener::builder().bind(addr)
+    }
+
+    /// Options for binding: backlog, `SO_REUSEPORT`, `SO_REUSEADDR`.
+    pub fn builder() -> TcpListenerBuilder {
+        TcpListenerBuilder {
+            backlog: DEFAULT_BACKLOG,
+            reuse_port: false,
+            reuse_address: true,
+        }
+    }
+
+    /// Waits for a connection.
+    ///
+    /// When the process or system runs out of descriptors (`EMFILE`, `ENFILE`) it backs off
+    /// (10 ms, doubling to 100 ms) and tries again rather than failing, so a server keeps
+    /// serving its established connections and accepts again once descriptors free up; the
+    /// condition is logged to stderr once per listener.
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let mut backoff = ACCEPT_BACKOFF_MIN;
+        loop {
+            match self.accept_once() {
+                Ok(r) => return Ok(r),
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+                        if !self.logged_out_of_fds.swap(true, Ordering::Relaxed) {
+                            eprintln!(
+                                "weft: accept on {}: {e}; retrying every <= {} ms until \
+                                 descriptors free up (raise RLIMIT_NOFILE with `ulimit -n`)",
+                                self.local_addr()
+                                    .map_or_else(|_| "?".to_owned(), |a| a.to_string()),
+                                ACCEPT_BACKOFF_MAX.as_millis()
+                            );
+                        }
+                        crate::sleep(backoff).map_err(|_| op::cancelled())?;
+                        backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                    }
+                    Some(libc::ECONNABORTED) => {}
+                    _ => return Err(e),
+                },
+            }
+        }
+    }
+
+    fn accept_once(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let fd = self.sock.as_raw_fd();
+        let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+        // SAFETY: `try_init` hands us storage and length that live across the closure, which
+        // is the whole operation (`op::run` returns only once the kernel is done with them).
+        let (new_fd, addr) = unsafe {
+            SockAddr::try_init(|storage, len| {
+                op::run(
+                    fd,
+                    Dir::Read,
+                    None,
+                    || {
+                        opcode::Accept::new(Fd(fd), storage.cast(), len)
+                            .flags(flags)
+                            .build()
+                    },
+                    || libc::accept4(fd, storage.cast(), len, flags) as isize,
+                )
+            })?
+        };
+        // SAFETY: the kernel just gave us this descriptor.
+        let sock = unsafe { Socket::from_raw_fd(new_fd as RawFd) };
+        Ok((TcpStream::from_socket(sock), sock_addr(addr)?))
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        sock_addr(self.sock.local_addr()?)
+    }
+
+    /// An iterator of `accept` results, like `std::net::TcpListener::incoming`.
+    pub fn incoming(&self) -> impl Iterator<Item = io::Result<TcpStream>> + '_ {
+        std::iter::repeat_with(move || self.accept().map(|(s, _)| s))
+    }
+}
+
+impl AsRawFd for TcpListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+}
+
+impl AsFd for TcpListener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+}
+
+/// A TCP connection, like `std::net::TcpStream`. `Read` and `Write` are implemented for it and
+/// for `&TcpStream` (so one fiber can read while another writes).
+#[derive(Debug)]
+pub struct TcpStream {
+    sock: Socket,
+    /// Read timeout in nanoseconds; 0 for none.
+    read_timeout_ns: AtomicU64,
+    /// Write timeout in nanoseconds; 0 for none.
+    write_timeout_ns: AtomicU64,
+}
+
+fn deadline(timeout_ns: &AtomicU64) -> Option<Instant> {
+    match timeout_ns.load(Ordering::Relaxed) {
+        0 => None,
+        ns => Some(Instant::now() + Duration::from_nanos(ns)),
+    }
+}
+
+fn timeout_ns(timeout: Option<Duration>) -> io::Result<u64> {
+    match timeout {
+        None => Ok(0),
+        Some(d) if d.is_zero() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "cannot set a 0 duration timeout",
+        )),
+        Some(d) => Ok(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+    }
+}
+
+fn stored_timeout(ns: &AtomicU64) -> Option<Duration> {
+    match ns.load(Ordering::Relaxed) {
+        0 => None,
+        ns => Some(Duration::from_nanos(ns)),
+    }
+}
+
+impl TcpStream {
+    fn from_socket(sock: Socket) -> TcpStream {
+        TcpStream {
+            sock,
+            read_timeout_ns: AtomicU64::new(0),
+            write_timeout_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Connects to the first address that accepts.
+    pub fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+        each_addr(addr, |a| TcpStream::connect_deadline(a, None))
+    }
+
+    /// Connects to `addr`, giving up after `timeout` (error kind `TimedOut`).
+    pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+        TcpStream::connect_deadline(addr, Some(Instant::now() + timeout))
+    }
+
+    fn connect_deadline(addr: &SocketAddr, deadline: Option<Instant>) -> io::Result<TcpStream> {
+        let sock = new_socket(addr)?;
+        let sa = SockAddr::from(*addr);
+        let fd = sock.as_raw_fd();
+        let mut started = false;
+        // SAFETY: `sa` outlives the call.
+        unsafe {
+            op::run(
+                fd,
+                Dir::Write,
+                deadline,
+                || opcode::Connect::new(Fd(fd), sa.as_ptr().cast(), sa.len()).build(),
+                || {
+                    if !started {
+                        started = true;
+                        let r = libc::connect(fd, sa.as_ptr().cast(), sa.len());
+                        if r < 0 && *libc::__errno_location() == libc::EINPROGRESS {
+                            set_errno(libc::EAGAIN);
+                        }
+                        return r as isize;
+                    }
+                    // Writable after EINPROGRESS: the outcome is in SO_ERROR.
+                    let mut err: libc::c_int = 0;
+                    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+                    let r = libc::getsockopt(
+                        fd,
+                        libc::SOL_SOCKET,
+                        libc::SO_ERROR,
+                        (&mut err as *mut libc::c_int).cast(),
+                        &mut len,
+                    );
+                    if r < 0 {
+                        return -1;
+                    }
+                    if err != 0 {
+                        set_errno(err);
+                        return -1;
+                    }
+                    0
+                },
+            )?;
+        }
+        Ok(TcpStream::from_socket(sock))
+    }
+
+    fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let fd = self.sock.as_raw_fd();
+        let len = buf.len().min(MAX_IO_BYTES);
+        let ptr = buf.as_mut_ptr();
+        // SAFETY: `buf` is borrowed for the whole call, and the call returns only once the
+        // kernel is done with it.
+        unsafe {
+            op::run(
+                fd,
+                Dir::Read,
+                deadline(&self.read_timeout_ns),
+                || opcode::Recv::new(Fd(fd), ptr, len as u32).build(),
+                || libc::recv(fd, ptr.cast(), len, 0),
+            )
+        }
+    }
+
+    fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        let fd = self.sock.as_raw_fd();
+        let len = buf.len().min(MAX_IO_BYTES);
+        let ptr = buf.as_ptr();
+        // SAFETY: as in `recv`.
+        unsafe {
+            op::run(
+                fd,
+                Dir::Write,
+                deadline(&self.write_timeout_ns),
+                || {
+                    opcode::Send::new(Fd(fd), ptr, len as u32)
+                        .flags(libc::MSG_NOSIGNAL)
+                        .build()
+                },
+                || libc::send(fd, ptr.cast(), len, libc::MSG_NOSIGNAL),
+            )
+        }
+    }
+
+    fn send_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let fd = self.sock.as_raw_fd();
+        let iovlen = bufs.len().min(libc::UIO_MAXIOV as usize);
+        // SAFETY: an all-zero msghdr is valid.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        // `IoSlice` is guaranteed ABI-compatible with `iovec` on Unix.
+        msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = iovlen;
+        let msg_ptr = &msg as *const libc::msghdr;
+        // SAFETY: `msg` and the buffers it points at outlive the call.
+        unsafe {
+            op::run(
+                fd,
+                Dir::Write,
+                deadline(&self.write_timeout_ns),
+                || {
+                    opcode::SendMsg::new(Fd(fd), msg_ptr)
+                        .flags(libc::MSG_NOSIGNAL as u32)
+                        .build()
+                },
+                || libc::sendmsg(fd, msg_ptr, libc::MSG_NOSIGNAL),
+            )
+        }
+    }
+
+    /// The remote address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        sock_addr(self.sock.peer_addr()?)
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        sock_addr(self.sock.local_addr()?)
+    }
+
+    /// Shuts down the read half, the write half, or both.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.sock.shutdown(how)
+    }
+
+    /// Sets `TCP_NODELAY` (disables Nagle's algorithm).
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        self.sock.set_tcp_nodelay(nodelay)
+    }
+
+    /// Whether `TCP_NODELAY` is set.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.sock.tcp_nodelay()
+    }
+
+    /// Every later read gives up after `timeout` with error kind `TimedOut` (`None`: never).
+    /// A zero duration is an error, as in `std`.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.read_timeout_ns
+            .store(timeout_ns(timeout)?, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Every later write gives up after `timeout` with error kind `TimedOut` (`None`: never).
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.write_timeout_ns
+            .store(timeout_ns(timeout)?, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The read timeout.
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(stored_timeout(&self.read_timeout_ns))
+    }
+
+    /// The write timeout.
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(stored_timeout(&self.write_timeout_ns))
+    }
+
+    /// A second handle to the same connection (a `dup`ed descriptor); timeouts start unset.
+    pub fn try_clone(&self) -> io::Result<TcpStream> {
+        Ok(TcpStream::from_socket(self.sock.try_clone()?))
+    }
+
+    /// Takes the pending socket error (`SO_ERROR`).
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.sock.take_error()
+    }
+}
+
+impl Read for &TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.recv(buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        let buf = bufs
+            .iter_mut()
+            .find(|b| !b.is_empty())
+            .map_or(&mut [][..], |b| &mut **b);
+        self.recv(buf)
+    }
+}
+
+impl Write for &TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.send(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.send_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        (&*self).read_vectored(bufs)
+    }
+}
+
+impl Write for TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self).write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        (&*self).write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl AsRawFd for TcpStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+}
+
+impl AsFd for TcpStream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+}
+
+impl IntoRawFd for TcpStream {
+    fn into_raw_fd(self) -> RawFd {
+        self.sock.into_raw_fd()
+    }
+}
+
+impl From<std::net::TcpStream> for TcpStream {
+    /// Adopts a connected std stream (made non-blocking, as weft's sockets always are).
+    fn from(s: std::net::TcpStream) -> TcpStream {
+        let sock = Socket::from(s);
+        // Setting O_NONBLOCK on an open socket does not fail.
+        let _ = sock.set_nonblocking(true);
+        TcpStream::from_socket(sock)
+    }
+}
+
+impl From<std::net::TcpListener> for TcpListener {
+    /// Adopts a listening std socket (made non-blocking).
+    fn from(l: std::net::TcpListener) -> TcpListener {
+        let sock = Socket::from(l);
+        let _ = sock.set_nonblocking(true);
+        TcpListener {
+            sock,
+            logged_out_of_fds: AtomicBool::new(false),
+        }
+    }
+}
+
+impl From<TcpStream> for OwnedFd {
+    fn from(s: TcpStream) -> OwnedFd {
+        s.sock.into()
+    }
+}

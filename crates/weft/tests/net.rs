@@ -1,0 +1,781 @@
+//! TCP over loopback on both I/O backends: every test runs once per backend, each on its own
+//! cluster built with `ClusterBuilder::io`.
+
+use std::io::{ErrorKind, IoSlice, Read, Write};
+use std::net::Shutdown;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use weft::net::{TcpListener, TcpStream};
+use weft::{Cluster, IoBackend};
+
+/// Both backends, or the ones listed in `WEFT_TEST_IO` (`uring,epoll`), e.g. to strace one.
+fn backends() -> Vec<IoBackend> {
+    match std::env::var("WEFT_TEST_IO") {
+        Ok(list) => list.split(',').map(|b| b.parse().unwrap()).collect(),
+        Err(_) => vec![IoBackend::Uring, IoBackend::Epoll],
+    }
+}
+
+fn cluster(backend: IoBackend, processors: usize) -> Cluster {
+    let c = Cluster::builder()
+        .name(format!("net-{backend}"))
+        .processors(processors)
+        .io(backend)
+        .build()
+        .unwrap();
+    assert_eq!(
+        c.io_backend(),
+        backend,
+        "this machine should support {backend}"
+    );
+    c
+}
+
+fn raise_nofile(want: u64) {
+    // SAFETY: plain getrlimit/setrlimit on a local struct.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
+        if r.rlim_cur < want {
+            r.rlim_cur = want.min(r.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
+fn echo_server(c: &Cluster) -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let c2 = c.clone();
+    c.spawn(move || loop {
+        let Ok((stream, _)) = listener.accept() else {
+            return;
+        };
+        c2.spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                match (&stream).read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        if (&stream).write_all(&buf[..n]).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    });
+    addr
+}
+
+#[test]
+fn echo_round_trip_between_fibers() {
+    for backend in backends() {
+        let c = cluster(backend, 2);
+        let addr = echo_server(&c);
+        let got = c
+            .spawn(move || {
+                assert_eq!(weft::io::backend(), Some(backend));
+                if backend == IoBackend::Uring {
+                    println!("io_uring flags: {:?}", weft::io::uring_flags());
+                    assert!(weft::io::uring_flags().is_some());
+                }
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.set_nodelay(true).unwrap();
+                assert!(s.nodelay().unwrap());
+                assert_eq!(s.peer_addr().unwrap(), addr);
+                assert_eq!(s.local_addr().unwrap().ip(), addr.ip());
+                s.write_all(b"hello, ").unwrap();
+                let n = s
+                    .write_vectored(&[IoSlice::new(b"vectored "), IoSlice::new(b"world")])
+                    .unwrap();
+                assert_eq!(n, 14);
+                let mut buf = [0u8; 21];
+                s.read_exact(&mut buf).unwrap();
+                // A large message crosses many reads and writes.
+                let big: Vec<u8> = (0..1_000_000u32).map(|i| i as u8).collect();
+                let reader = {
+                    let s2 = s.try_clone().unwrap();
+                    weft::spawn(move || {
+                        let mut back = vec![0u8; 1_000_000];
+                        (&s2).read_exact(&mut back).unwrap();
+                        back
+                    })
+                };
+                s.write_all(&big).unwrap();
+                let back = reader.join().unwrap();
+                assert!(back == big, "{backend}: big echo differs");
+                s.shutdown(Shutdown::Write).unwrap();
+                let mut rest = Vec::new();
+                s.read_to_end(&mut rest).unwrap();
+                assert!(rest.is_empty());
+                buf
+            })
+            .join()
+            .unwrap();
+        assert_eq!(&got, b"hello, vectored world", "{backend}");
+        assert_eq!(weft::io::backend(), None, "plain threads have no driver");
+    }
+}
+
+#[test]
+fn a_thousand_concurrent_connections_on_two_processors() {
+    raise_nofile(8192);
+    const CONNECTIONS: usize = 1000;
+    const ROUNDS: usize = 5;
+    for backend in backends() {
+        let c = cluster(backend, 2);
+        let addr = echo_server(&c);
+        let done = Arc::new(AtomicUsize::new(0));
+        let start = Instant::now();
+        let clients: Vec<_> = (0..CONNECTIONS)
+            .map(|i| {
+                let done = done.clone();
+                c.spawn(move || {
+                    let mut s = TcpStream::connect(addr).unwrap();
+                    for r in 0..ROUNDS {
+                        let msg = format!("client {i} round {r}");
+                        s.write_all(msg.as_bytes()).unwrap();
+                        let mut back = vec![0u8; msg.len()];
+                        s.read_exact(&mut back).unwrap();
+                        assert_eq!(back, msg.as_bytes());
+                        if r == 0 {
+                            // Let every connection be open at once before going on.
+                            weft::yield_now();
+                        }
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                })
+            })
+            .collect();
+        for h in clients {
+            h.join().unwrap();
+        }
+        assert_eq!(done.load(Ordering::Relaxed), CONNECTIONS);
+        println!(
+            "{backend}: {CONNECTIONS} connections x {ROUNDS} round trips in {:?}",
+            start.elapsed()
+        );
+    }
+}
+
+#[test]
+fn read_timeout_is_timed_out_and_the_stream_still_works() {
+    for backend in backends() {
+        let c = cluster(backend, 2);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = c.spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            s
+        });
+        c.spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let peer = peer.join().unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            assert_eq!(s.read_timeout().unwrap(), Some(Duration::from_millis(100)));
+            let t = Instant::now();
+            let mut buf = [0u8; 8];
+            let err = s.read(&mut buf).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::TimedOut, "{backend}: {err}");
+            assert!(t.elapsed() >= Duration::from_millis(100));
+            assert!(t.elapsed() < Duration::from_secs(5));
+            (&peer).write_all(b"late").unwrap();
+            s.read_exact(&mut buf[..4]).unwrap();
+            assert_eq!(&buf[..4], b"late");
+            assert!(s.set_read_timeout(Some(Duration::ZERO)).is_err());
+        })
+        .join()
+        .unwrap();
+    }
+}
+
+#[test]
+fn cancelling_a_fiber_blocked_in_read_leaves_its_buffer_alone() {
+    const SENTINEL: u8 = 0xA5;
+    const ROUNDS: usize = 16;
+    for backend in backends() {
+        let c = cluster(backend, 2);
+        // Several rounds. In odd ones a spinning fiber occupies the reader's processor when the
+        // cancel comes, so the reader resumes on the other one and must forward its cancel to
+        // the processor that owns the operation; in even ones the spinner occupies the other
+        // processor, so the cancel is local. The test checks both happened.
+        let (mut stayed, mut moved) = (0, 0);
+        for round in 0..ROUNDS {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let peer = c.spawn(move || listener.accept().unwrap().0);
+            let client = Arc::new(
+                c.spawn(move || TcpStream::connect(addr).unwrap())
+                    .join()
+                    .unwrap(),
+            );
+            let peer = peer.join().unwrap();
+            let returned = Arc::new(AtomicBool::new(false));
+            let peer_wrote = Arc::new(AtomicBool::new(false));
+            let in_read = Arc::new(AtomicBool::new(false));
+            let reader_thread = Arc::new(std::sync::Mutex::new(None));
+            let reader = {
+                let (client, returned, peer_wrote, in_read) = (
+                    client.clone(),
+                    returned.clone(),
+                    peer_wrote.clone(),
+                    in_read.clone(),
+                );
+                let reader_thread = reader_thread.clone();
+                c.spawn(move || {
+                    let mut buf = [SENTINEL; 64];
+                    *reader_thread.lock().unwrap() = Some(std::thread::current().id());
+                    in_read.store(true, Ordering::SeqCst);
+                    let err = (&*client).read(&mut buf).unwrap_err();
+                    returned.store(true, Ordering::SeqCst);
+                    // Stay on this stack frame while the peer writes: a read still in flight
+                    // would land in `buf` now.
+                    while !peer_wrote.load(Ordering::SeqCst) {
+                        weft::yield_now();
+                    }
+                    let t = Instant::now();
+                    while t.elapsed() < Duration::from_millis(20) {
+                        weft::yield_now();
+                    }
+                    (err, buf)
+                })
+            };
+            while !in_read.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            let on_reader_thread = round % 2 == 1;
+            let reader_thread = reader_thread.lock().unwrap().unwrap();
+            // Spinners that land on the unwanted processor hold it until one lands on the
+            // wanted one (processors wake LIFO, so the next spinner goes elsewhere).
+            let found = Arc::new(AtomicBool::new(false));
+            let mut spinners = Vec::new();
+            for _ in 0..8 {
+                let flag = found.clone();
+                spinners.push(c.spawn(move || {
+                    let t = Instant::now();
+                    if (std::thread::current().id() == reader_thread) == on_reader_thread {
+                        flag.store(true, Ordering::SeqCst);
+                        while t.elapsed() < Duration::from_millis(30) {
+                            std::hint::spin_loop();
+                        }
+                    } else {
+                        while !flag.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(2) {
+                            std::hint::spin_loop();
+                        }
+                    }
+                }));
+                let t = Instant::now();
+                while !found.load(Ordering::SeqCst) && t.elapsed() < Duration::from_millis(20) {
+                    std::thread::yield_now();
+                }
+                if found.load(Ordering::SeqCst) {
+                    break;
+                }
+            }
+            assert!(
+                found.load(Ordering::SeqCst),
+                "a spinner lands on the wanted processor"
+            );
+            // Let an unwanted spinner give its processor back.
+            std::thread::sleep(Duration::from_millis(2));
+            let forwarded_before = weft::io::forwarded_cancels();
+            reader.cancel();
+            while !returned.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            (&peer).write_all(b"after the cancel").unwrap();
+            peer_wrote.store(true, Ordering::SeqCst);
+            let (err, buf) = reader.join().unwrap();
+            // Other tests may forward cancels too, so only "it happened" can be checked.
+            if weft::io::forwarded_cancels() > forwarded_before {
+                moved += 1;
+            } else {
+                stayed += 1;
+            }
+            if on_reader_thread {
+                assert!(
+                    weft::io::forwarded_cancels() > forwarded_before,
+                    "{backend} round {round}: the cancel was not forwarded"
+                );
+            }
+            for h in spinners {
+                h.join().unwrap();
+            }
+            assert_eq!(
+                err.kind(),
+                ErrorKind::Other,
+                "{backend} round {round}: {err}"
+            );
+            assert!(
+                err.get_ref().is_some_and(|e| e.is::<weft::Cancelled>()),
+                "{backend}: {err:?}"
+            );
+            assert!(
+                buf.iter().all(|&b| b == SENTINEL),
+                "{backend} round {round}: buffer written after return"
+            );
+            // The bytes are still in the socket, and the processors still serve I/O.
+            let got = c
+                .spawn(move || {
+                    let mut buf = [0u8; 16];
+                    (&*client).read_exact(&mut buf).unwrap();
+                    buf
+                })
+                .join()
+                .unwrap();
+            assert_eq!(&got, b"after the cancel");
+        }
+        println!("{backend}: cancelled on the owning processor {stayed} times, elsewhere {moved}");
+    }
+}
+
+#[test]
+fn an_idle_cluster_wakes_for_a_connection_and_for_a_timer() {
+    for backend in backends() {
+        let c = cluster(backend, 2);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = c.spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4];
+            s.read_exact(&mut buf).unwrap();
+            buf
+        });
+        // Every processor goes to sleep in the kernel.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!accepted.is_finished());
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(b"ping").unwrap();
+        assert_eq!(&accepted.join().unwrap(), b"ping");
+
+        std::thread::sleep(Duration::from_millis(100));
+        let t = Instant::now();
+        c.spawn(|| weft::sleep(Duration::from_millis(100)).unwrap())
+            .join()
+            .unwrap();
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_millis(100) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
+    }
+}
+
+#[test]
+fn plain_threads_use_blocking_calls() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, peer) = listener.accept().unwrap();
+        assert_eq!(s.peer_addr().unwrap(), peer);
+        let mut buf = [0u8; 5];
+        s.read_exact(&mut buf).unwrap();
+        s.write_all(&buf).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let err = s.read(&mut buf).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::TimedOut);
+    });
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"plain").unwrap();
+    let mut buf = [0u8; 5];
+    s.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"plain");
+    server.join().unwrap();
+    // A weft server fiber and a plain-thread client mix freely, on both backends.
+    for backend in backends() {
+        let c = cluster(backend, 1);
+        let addr = echo_server(&c);
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"mixed").unwrap();
+        s.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"mixed");
+    }
+}
+
+#[test]
+fn connect_to_a_closed_port_fails_on_both_backends() {
+    let addr = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    for backend in backends() {
+        let c = cluster(backend, 1);
+        let err = c
+            .spawn(move || TcpStream::connect(addr).unwrap_err())
+            .join()
+            .unwrap();
+        assert_eq!(err.kind(), ErrorKind::ConnectionRefused, "{backend}: {err}");
+    }
+    assert_eq!(
+        TcpStream::connect(addr).unwrap_err().kind(),
+        ErrorKind::ConnectionRefused
+    );
+}
+
+#[test]
+fn several_fibers_accept_on_one_listener() {
+    const ACCEPTORS: usize = 4;
+    const CONNECTIONS: usize = 40;
+    for backend in backends() {
+        // One processor: every acceptor waits on the same descriptor of the same driver.
+        let c = cluster(backend, 1);
+        let listener = Arc::new(TcpListener::bind("127.0.0.1:0").unwrap());
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let acceptors: Vec<_> = (0..ACCEPTORS)
+            .map(|_| {
+                let (listener, accepted) = (listener.clone(), accepted.clone());
+                c.spawn(move || {
+                    while accepted.load(Ordering::SeqCst) < CONNECTIONS {
+                        let (mut s, _) = listener.accept().unwrap();
+                        let mut b = [0u8; 1];
+                        // The last few connections only release blocked acceptors and may
+                        // be gone already.
+                        if s.read_exact(&mut b).is_ok() {
+                            let _ = s.write_all(&b);
+                        }
+                        accepted.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        for i in 0..CONNECTIONS + ACCEPTORS - 1 {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.write_all(&[i as u8]).unwrap();
+            if i < CONNECTIONS {
+                let mut b = [0u8; 1];
+                s.read_exact(&mut b).unwrap();
+                assert_eq!(b[0], i as u8);
+            }
+        }
+        for h in acceptors {
+            h.join().unwrap();
+        }
+        assert!(accepted.load(Ordering::SeqCst) >= CONNECTIONS);
+    }
+}
+
+#[test]
+fn a_processor_kept_busy_by_yielding_fibers_still_does_io() {
+    for backend in backends() {
+        let c = cluster(backend, 1);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let spinner = {
+            let stop = stop.clone();
+            c.spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    weft::yield_now();
+                }
+            })
+        };
+        let reader = {
+            let stop = stop.clone();
+            c.spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                let mut b = [0u8; 3];
+                s.read_exact(&mut b).unwrap();
+                stop.store(true, Ordering::SeqCst);
+                b
+            })
+        };
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(b"hey").unwrap();
+        assert_eq!(&reader.join().unwrap(), b"hey", "{backend}");
+        spinner.join().unwrap();
+    }
+}
+
+/// Runs test `name` alone in a child process with `WEFT_NET_CHILD=mode`, for tests that
+/// change process-wide state (seccomp filters, descriptor limits). Returns its stderr.
+fn run_child(name: &str, mode: &str) -> String {
+    run_child_with(name, mode, None)
+}
+
+fn run_child_with(name: &str, mode: &str, weft_io: Option<&str>) -> String {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env("WEFT_NET_CHILD", mode)
+        .env_remove("WEFT_IO");
+    if let Some(v) = weft_io {
+        cmd.env("WEFT_IO", v);
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "child {mode} failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "child {mode} ran nothing:\n{stdout}"
+    );
+    stderr
+}
+
+fn child_mode() -> Option<String> {
+    std::env::var("WEFT_NET_CHILD").ok()
+}
+
+/// Makes `io_uring_setup` fail with EPERM for this thread and the threads it starts, as a
+/// container's seccomp profile would.
+fn refuse_io_uring() {
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    const RET_K: u16 = 0x06;
+    const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+    const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+    let filter = [
+        // Load the syscall number (offset 0 of seccomp_data).
+        libc::sock_filter {
+            code: LD_W_ABS,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        libc::sock_filter {
+            code: JEQ_K,
+            jt: 0,
+            jf: 1,
+            k: libc::SYS_io_uring_setup as u32,
+        },
+        libc::sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        },
+        libc::sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: SECCOMP_RET_ALLOW,
+        },
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: prctl with a valid filter program that outlives the call.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(libc::PR_SET_SECCOMP, 2, &prog as *const libc::sock_fprog),
+            0
+        );
+    }
+}
+
+#[test]
+fn falls_back_to_epoll_with_one_clear_line_when_io_uring_is_refused() {
+    if child_mode().as_deref() == Some("no-uring") {
+        refuse_io_uring();
+        let c = Cluster::builder().processors(1).build().unwrap();
+        assert_eq!(c.io_backend(), IoBackend::Epoll);
+        let again = Cluster::builder().processors(1).build().unwrap();
+        assert_eq!(again.io_backend(), IoBackend::Epoll);
+        let addr = echo_server(&c);
+        let got = again
+            .spawn(move || {
+                assert_eq!(weft::io::backend(), Some(IoBackend::Epoll));
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.write_all(b"fallback").unwrap();
+                let mut b = [0u8; 8];
+                s.read_exact(&mut b).unwrap();
+                b
+            })
+            .join()
+            .unwrap();
+        assert_eq!(&got, b"fallback");
+        return;
+    }
+    if child_mode().is_some() {
+        return;
+    }
+    let stderr = run_child(
+        "falls_back_to_epoll_with_one_clear_line_when_io_uring_is_refused",
+        "no-uring",
+    );
+    assert_eq!(
+        stderr.matches("io_uring unavailable").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("kernel.io_uring_disabled"), "{stderr}");
+}
+
+/// The descriptor limit that leaves exactly `room` descriptors free, holes included
+/// (descriptors above a lowered limit stay open and usable).
+fn limit_leaving(room: u64) -> u64 {
+    let open: std::collections::HashSet<u64> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+        .collect();
+    let (mut limit, mut free) = (0, 0);
+    while free < room {
+        if !open.contains(&limit) {
+            free += 1;
+        }
+        limit += 1;
+    }
+    limit
+}
+
+#[test]
+fn accept_survives_running_out_of_descriptors() {
+    match child_mode().as_deref() {
+        Some("emfile-uring") => emfile_child(IoBackend::Uring),
+        Some("emfile-epoll") => emfile_child(IoBackend::Epoll),
+        Some(_) => {}
+        None => {
+            for backend in backends() {
+                let stderr = run_child(
+                    "accept_survives_running_out_of_descriptors",
+                    &format!("emfile-{backend}"),
+                );
+                assert_eq!(
+                    stderr.matches("weft: accept on").count(),
+                    1,
+                    "{backend}: {stderr}"
+                );
+            }
+        }
+    }
+}
+
+fn emfile_child(backend: IoBackend) {
+    const CLIENTS: usize = 8;
+    const ROOM: u64 = 3;
+    let c = cluster(backend, 1);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Every client connects (the kernel queues them) before the server may open more than
+    // ROOM descriptors.
+    let mut clients: Vec<_> = (0..CLIENTS)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    // SAFETY: setrlimit on a local struct.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
+        // read_dir's own descriptor is closed again by now.
+        r.rlim_cur = limit_leaving(ROOM);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &r), 0);
+    }
+    let c2 = c.clone();
+    c.spawn(move || loop {
+        let (mut s, _) = listener.accept().unwrap();
+        c2.spawn(move || {
+            let mut b = [0u8; 1];
+            while s.read_exact(&mut b).is_ok() {
+                if s.write_all(&b).is_err() {
+                    return;
+                }
+            }
+        });
+    });
+    // The first ROOM connections are served while accept keeps hitting EMFILE...
+    for (i, s) in clients.iter_mut().enumerate().take(ROOM as usize) {
+        s.write_all(&[i as u8]).unwrap();
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).unwrap();
+        assert_eq!(b[0], i as u8);
+    }
+    std::thread::sleep(Duration::from_millis(150));
+    for s in clients.iter_mut().take(ROOM as usize) {
+        s.write_all(b"x").unwrap();
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).unwrap();
+    }
+    // ...and as connections close, the rest are accepted and served.
+    let mut served = ROOM as usize;
+    clients.drain(..ROOM as usize);
+    for (i, mut s) in clients.into_iter().enumerate() {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(&[i as u8]).unwrap();
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).unwrap();
+        assert_eq!(b[0], i as u8);
+        served += 1;
+    }
+    assert_eq!(served, CLIENTS);
+}
+
+#[test]
+fn write_timeout_is_timed_out_when_the_peer_does_not_read() {
+    for backend in backends() {
+        let c = cluster(backend, 2);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = c.spawn(move || listener.accept().unwrap().0);
+        c.spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let peer = peer.join().unwrap();
+            s.set_write_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            let chunk = vec![7u8; 1 << 20];
+            let t = Instant::now();
+            let mut sent = 0usize;
+            let err = loop {
+                match s.write(&chunk) {
+                    Ok(n) => sent += n,
+                    Err(e) => break e,
+                }
+                assert!(
+                    t.elapsed() < Duration::from_secs(10),
+                    "{backend}: never blocked"
+                );
+            };
+            assert_eq!(err.kind(), ErrorKind::TimedOut, "{backend}: {err}");
+            // Everything reported as sent arrives, nothing more: a cancelled send sent nothing.
+            s.shutdown(Shutdown::Write).unwrap();
+            let mut got = 0usize;
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                match (&peer).read(&mut buf).unwrap() {
+                    0 => break,
+                    n => got += n,
+                }
+            }
+            assert_eq!(got, sent, "{backend}");
+        })
+        .join()
+        .unwrap();
+    }
+}
+
+#[test]
+fn weft_io_selects_the_backend_of_clusters_built_without_one() {
+    match child_mode().as_deref() {
+        Some("env-epoll") => {
+            let c = Cluster::builder().processors(1).build().unwrap();
+            assert_eq!(c.io_backend(), IoBackend::Epoll);
+            // The builder's choice wins over the environment.
+            let c = Cluster::builder()
+                .processors(1)
+                .io(IoBackend::Uring)
+                .build()
+                .unwrap();
+            assert_eq!(c.io_backend(), IoBackend::Uring);
+        }
+        Some("env-bogus") => {
+            let err = Cluster::builder().processors(1).build().unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput);
+            assert!(err.to_string().contains("WEFT_IO"), "{err}");
+        }
+        Some(_) => {}
+        None => {
+            let name = "weft_io_selects_the_backend_of_clusters_built_without_one";
+            let stderr = run_child_with(name, "env-epoll", Some("epoll"));
+            assert!(!stderr.contains("io_uring unavailable"), "{stderr}");
+            run_child_with(name, "env-bogus", Some("kqueue"));
+        }
+    }
+}
