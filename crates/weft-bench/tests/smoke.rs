@@ -64,6 +64,8 @@ fn every_benchmark_runs_on_tokio() {
 fn presets_scale_with_processors() {
     assert_eq!(Bench::Yield.fibers(Fibers::Many, 2, 5), 2000);
     assert_eq!(Bench::Churn.fibers(Fibers::Few, 2, 5), 2);
+    assert_eq!(Bench::Churn.fibers(Fibers::Few, 1, 5), 2);
+    assert_eq!(Bench::Yield.fibers(Fibers::Few, 1, 5), 1);
     assert_eq!(Bench::Cycle.fibers(Fibers::Many, 2, 5), 500);
     assert_eq!(Bench::Cycle.fibers(Fibers::Few, 2, 5), 5);
     assert_eq!(Bench::Cycle.fibers(Fibers::Count(12), 2, 5), 10);

@@ -1,11 +1,14 @@
 //! What every benchmark body shares: runtimes, the start/stop flags, timing, a cheap PRNG.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Setup;
+
+/// How long setup (spawning, getting fibers into place) may take before a benchmark gives up.
+pub(super) const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The weft cluster a benchmark runs on: the requested processors and policy.
 pub(super) fn weft_cluster(setup: &Setup) -> io::Result<weft::Cluster> {
@@ -119,6 +122,24 @@ impl Flags {
         self.stop.0.store(true, Ordering::Relaxed);
         start.elapsed().as_secs_f64()
     }
+}
+
+/// Polls `counter` until it reaches `target` (setup steps that happen before the clock).
+pub(super) fn wait_for_count(counter: &AtomicUsize, target: usize) -> io::Result<()> {
+    let start = Instant::now();
+    while counter.load(Ordering::Acquire) < target {
+        if start.elapsed() > SETUP_TIMEOUT {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "only {} of {target} fibers got ready within {SETUP_TIMEOUT:?}",
+                    counter.load(Ordering::Acquire)
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
 }
 
 /// A value alone on its cache line (128 bytes: adjacent-line prefetch pairs lines on x86).

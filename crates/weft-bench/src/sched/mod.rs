@@ -11,7 +11,7 @@
 //! |--------------------|------------------------------------------------|-----------------------------|----------------------|
 //! | `cycle`            | a hand-off to the next fiber in a ring         | 100 rings of `ring_size`    | 1 ring               |
 //! | `yield`            | one `yield_now`                                | 1000 per processor          | 1 per processor      |
-//! | `churn`            | a release + acquire pair on a random semaphore | 1000 per processor          | 1 per processor      |
+//! | `churn`            | a release + acquire pair on a random semaphore | 1000 per processor          | max(2, processors)   |
 //! | `locality-shared`  | a hand-off carrying a 4 KiB block the receiver writes | 100 rings            | 1 ring               |
 //! | `locality-noshare` | a hand-off; the receiver writes its own 4 KiB block   | 100 rings            | 1 ring               |
 //! | `transfer`         | an epoch: every fiber saw the leader's new epoch | 100 per processor         | max(2, processors)   |
@@ -108,11 +108,6 @@ impl Bench {
         }
     }
 
-    /// Whether the benchmark runs for `--duration` (the others run a fixed amount of work).
-    pub fn is_timed(self) -> bool {
-        !matches!(self, Bench::Sleepers)
-    }
-
     /// How many fibers a preset means on `processors` processors.
     pub fn fibers(self, fibers: Fibers, processors: usize, ring_size: usize) -> usize {
         let processors = processors.max(1);
@@ -133,9 +128,9 @@ impl Bench {
                 ring_size
             }
             (Bench::Yield | Bench::Churn, Fibers::Many) => 1000 * processors,
-            (Bench::Yield | Bench::Churn, Fibers::Few) => processors,
+            (Bench::Yield, Fibers::Few) => processors,
             (Bench::Transfer, Fibers::Many) => 100 * processors,
-            (Bench::Transfer, Fibers::Few) => processors.max(2),
+            (Bench::Churn | Bench::Transfer, Fibers::Few) => processors.max(2),
             (Bench::Switch, _) => 2,
             (Bench::SpawnJoin, _) => 1,
             (Bench::Sleepers, Fibers::Many) => 100_000,

@@ -21,8 +21,6 @@ use super::{Measured, Setup};
 
 /// How long each sleeper sleeps: far longer than any run, so none wakes on its own.
 const SLEEP: Duration = Duration::from_secs(3600);
-/// How long to wait for every sleeper to be asleep before giving up.
-const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);
 const MAX_MAP_COUNT: &str = "/proc/sys/vm/max_map_count";
 
 /// The resident set size of this process, in bytes.
@@ -64,21 +62,9 @@ fn ensure_map_count(fibers: usize) -> Option<String> {
     }
 }
 
-/// Polls `asleep` until it reaches `n`.
+/// Waits until all `n` sleepers have counted themselves, then a little longer.
 fn wait_for(asleep: &AtomicUsize, n: usize) -> io::Result<()> {
-    let start = Instant::now();
-    while asleep.load(Ordering::Acquire) < n {
-        if start.elapsed() > SETTLE_TIMEOUT {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "only {} of {n} sleepers started within {SETTLE_TIMEOUT:?}",
-                    asleep.load(Ordering::Acquire)
-                ),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    harness::wait_for_count(asleep, n)?;
     // The last ones counted themselves just before parking: let them get there.
     std::thread::sleep(Duration::from_millis(50));
     Ok(())

@@ -141,9 +141,9 @@ fn preset(bench: Bench, fibers: Fibers) -> String {
         }
         (Bench::Cycle | Bench::LocalityShared | Bench::LocalityNoshare, _) => "1 ring".to_owned(),
         (Bench::Yield | Bench::Churn, Fibers::Many) => "1000×P".to_owned(),
-        (Bench::Yield | Bench::Churn, _) => "P".to_owned(),
+        (Bench::Yield, _) => "P".to_owned(),
         (Bench::Transfer, Fibers::Many) => "100×P".to_owned(),
-        (Bench::Transfer, _) => "max(2,P)".to_owned(),
+        (Bench::Churn | Bench::Transfer, _) => "max(2,P)".to_owned(),
         (b, f) => b.fibers(f, 1, 1).to_string(),
     }
 }
