@@ -7,7 +7,7 @@
 # Usage: benches/sched.sh            (from anywhere in the repository)
 # Environment:
 #   DURATION=2    seconds per timed point
-#   REPEAT=1      runs per point; the tables show the best run
+#   REPEAT=1      runs per point; the tables show the median run
 #   PROCESSORS="1 2"
 #
 # Runtimes alternate in the innermost loop, so a burst of load from elsewhere on the machine
@@ -72,7 +72,7 @@ trap 'rm -f "$section"' EXIT
     echo
     echo "- machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), kernel $(uname -r)"
     echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); $(rustc --version)"
-    echo "- $DURATION s per point, best of $REPEAT run(s); *many* and *few* are the fiber presets"
+    echo "- $DURATION s per point, median of $REPEAT run(s); *many* and *few* are the fiber presets"
     echo "  (\`--fibers many|few\`); tokio is \`new_multi_thread().worker_threads(procs)\`."
     echo
     weft bench render "$OUT"

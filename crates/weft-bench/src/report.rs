@@ -71,12 +71,38 @@ fn schedulers(records: &[Record]) -> Vec<String> {
     seen
 }
 
-/// The best (highest ops/s) record matching a predicate, if several runs repeat a point.
-fn best(records: &[Record], pred: impl Fn(&Record) -> bool) -> Option<&Record> {
-    records
+/// The median of `field` over the records matching `pred` (runs that repeat a point); the
+/// mean of the middle two for an even count. The median rather than the best run: on a shared
+/// machine a run whose processor thread lost its core can post an inflated number (the other
+/// processor's fibers run uncontended meanwhile).
+fn median(
+    records: &[Record],
+    pred: impl Fn(&Record) -> bool,
+    field: impl Fn(&Record) -> Option<f64>,
+) -> Option<f64> {
+    let mut values: Vec<f64> = records
         .iter()
         .filter(|r| pred(r))
-        .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
+        .filter_map(field)
+        .collect();
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    Some(if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    })
+}
+
+fn ops_per_sec(r: &Record) -> Option<f64> {
+    Some(r.ops_per_sec)
+}
+
+fn ns_per_op(r: &Record) -> Option<f64> {
+    Some(r.ns_per_op)
 }
 
 /// Millions of operations per second, to three significant digits (transfer runs at thousands).
@@ -109,7 +135,7 @@ fn variant_rank(variant: &str) -> u8 {
 /// Markdown tables of `records`: throughput per benchmark (M ops/s, one column per
 /// scheduler), switch and spawn+join latency, memory per sleeping fiber, and the ratio of the
 /// best weft policy to tokio for cycle, yield and churn at two processors. When a point was
-/// run more than once, the best run is shown.
+/// run more than once, the median run is shown.
 pub fn markdown(records: &[Record]) -> String {
     let scheds = schedulers(records);
     let mut out = String::new();
@@ -145,14 +171,14 @@ pub fn markdown(records: &[Record]) -> String {
             let cells: Vec<String> = scheds
                 .iter()
                 .map(|s| {
-                    best(records, |r| {
+                    let at = |r: &Record| {
                         r.benchmark == *bench
                             && r.processors == procs
                             && r.variant == variant
                             && r.fibers == fibers
                             && r.scheduler == *s
-                    })
-                    .map_or_else(|| "-".to_owned(), |r| millions(r.ops_per_sec))
+                    };
+                    median(records, at, ops_per_sec).map_or_else(|| "-".to_owned(), millions)
                 })
                 .collect();
             let _ = writeln!(
@@ -192,11 +218,9 @@ pub fn markdown(records: &[Record]) -> String {
             let cells: Vec<String> = scheds
                 .iter()
                 .map(|s| {
-                    records
-                        .iter()
-                        .filter(|r| r.benchmark == bench && r.processors == p && r.scheduler == *s)
-                        .map(|r| r.ns_per_op)
-                        .min_by(f64::total_cmp)
+                    let at =
+                        |r: &Record| r.benchmark == bench && r.processors == p && r.scheduler == *s;
+                    median(records, at, ns_per_op)
                         .map_or_else(|| "-".to_owned(), |ns| format!("{ns:.1}"))
                 })
                 .collect();
@@ -221,11 +245,13 @@ pub fn markdown(records: &[Record]) -> String {
             let cells: Vec<String> = scheds
                 .iter()
                 .map(|s| {
-                    sleepers
-                        .iter()
-                        .filter(|r| r.processors == p && r.fibers == n && r.scheduler == *s)
-                        .filter_map(|r| r.rss_bytes_per_fiber)
-                        .min_by(f64::total_cmp)
+                    let at = |r: &Record| {
+                        r.benchmark == "sleepers"
+                            && r.processors == p
+                            && r.fibers == n
+                            && r.scheduler == *s
+                    };
+                    median(records, at, |r| r.rss_bytes_per_fiber)
                         .map_or_else(|| "-".to_owned(), |b| format!("{b:.0}"))
                 })
                 .collect();
@@ -248,16 +274,21 @@ pub fn markdown(records: &[Record]) -> String {
             let at = |r: &Record| {
                 r.benchmark == *bench && r.processors == RATIO_PROCESSORS && r.variant == variant
             };
-            let weft = best(records, |r| at(r) && r.runtime == "weft");
-            let tokio = best(records, |r| at(r) && r.runtime == "tokio");
-            if let (Some(w), Some(t)) = (weft, tokio) {
+            let weft = scheds
+                .iter()
+                .filter(|s| *s != "tokio")
+                .filter_map(|s| {
+                    median(records, |r| at(r) && r.scheduler == *s, ops_per_sec).map(|m| (s, m))
+                })
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            let tokio = median(records, |r| at(r) && r.runtime == "tokio", ops_per_sec);
+            if let (Some((policy, w)), Some(t)) = (weft, tokio) {
                 let _ = writeln!(
                     out,
-                    "| {bench} | {variant} | {} | {} | {} | {:.2}× |",
-                    w.scheduler,
-                    millions(w.ops_per_sec),
-                    millions(t.ops_per_sec),
-                    w.ops_per_sec / t.ops_per_sec
+                    "| {bench} | {variant} | {policy} | {} | {} | {:.2}× |",
+                    millions(w),
+                    millions(t),
+                    w / t
                 );
             }
         }
@@ -296,6 +327,23 @@ mod tests {
         assert!(md.contains("| procs | variant | fibers | global-fifo | work-stealing | tokio |"));
         assert!(md.contains("| 2 | many | 10 | 3.00 | 6.00 | 2.00 |"));
         assert!(md.contains("| cycle | many | work-stealing | 6.00 | 2.00 | 3.00× |"));
+    }
+
+    #[test]
+    fn repeated_points_show_the_median() {
+        let records = vec![
+            rec("yield", "weft", "global-fifo", 2, 1_000_000),
+            rec("yield", "weft", "global-fifo", 2, 9_000_000),
+            rec("yield", "weft", "global-fifo", 2, 2_000_000),
+            rec("yield", "tokio", "tokio", 2, 1_000_000),
+            rec("yield", "tokio", "tokio", 2, 3_000_000),
+        ];
+        let md = markdown(&records);
+        assert!(md.contains("| 2 | many | 10 | 2.00 | 2.00 |"), "{md}");
+        assert!(
+            md.contains("| yield | many | global-fifo | 2.00 | 2.00 | 1.00× |"),
+            "{md}"
+        );
     }
 
     #[test]
