@@ -67,6 +67,93 @@ impl std::fmt::Debug for Unparker {
     }
 }
 
+/// A reusable "you have been notified" flag for wait lists (`sync::wait_queue`). Each fiber has
+/// one in its record and each OS thread one in a thread-local: a waiter is in at most one list
+/// at a time, so nobody allocates a node per wait.
+#[derive(Debug, Default)]
+pub(crate) struct WaitNode {
+    notified: std::sync::atomic::AtomicBool,
+}
+
+impl WaitNode {
+    pub(crate) const fn new() -> WaitNode {
+        WaitNode {
+            notified: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
+/// The calling fiber's (or thread's) wait node, and the way to wake its owner.
+#[derive(Clone)]
+pub(crate) enum NodeRef {
+    Fiber(fiber::FiberRef),
+    Thread(std::sync::Arc<WaitNode>, std::thread::Thread),
+}
+
+impl NodeRef {
+    /// The node of the calling fiber, or of the calling thread outside fibers.
+    pub(crate) fn current() -> NodeRef {
+        thread_local! {
+            static NODE: std::sync::Arc<WaitNode> = std::sync::Arc::new(WaitNode::new());
+        }
+        match fiber::current_ref() {
+            Some(f) => NodeRef::Fiber(f),
+            None => NodeRef::Thread(NODE.with(|n| n.clone()), std::thread::current()),
+        }
+    }
+
+    fn node(&self) -> &WaitNode {
+        match self {
+            NodeRef::Fiber(f) => &f.0.wait_node,
+            NodeRef::Thread(n, _) => n,
+        }
+    }
+
+    /// Whether both name the same node.
+    pub(crate) fn same_node(&self, other: &NodeRef) -> bool {
+        std::ptr::eq(self.node(), other.node())
+    }
+
+    /// Clears the flag for a new wait. Only the owner calls it, and only while it is in no
+    /// list, so no notifier of an earlier wait can still write it.
+    pub(crate) fn reset(&self) {
+        self.node()
+            .notified
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Marks the owner notified (`Release`: what the notifier hands over becomes visible to
+    /// the owner's `Acquire` in `is_notified`).
+    pub(crate) fn set_notified(&self) {
+        self.node()
+            .notified
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub(crate) fn is_notified(&self) -> bool {
+        self.node()
+            .notified
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Wakes the owner (a token if it is not parked yet).
+    pub(crate) fn unpark(&self) {
+        match self {
+            NodeRef::Fiber(f) => f.unpark(),
+            NodeRef::Thread(_, t) => t.unpark(),
+        }
+    }
+}
+
+impl std::fmt::Debug for NodeRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodeRef::Fiber(fb) => write!(f, "NodeRef(fiber {})", fb.id()),
+            NodeRef::Thread(_, t) => write!(f, "NodeRef(thread {:?})", t.id()),
+        }
+    }
+}
+
 /// An unparker for the calling fiber, or for the calling thread outside any fiber.
 pub(crate) fn current_unparker() -> Unparker {
     match fiber::current_ref() {

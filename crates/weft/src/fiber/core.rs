@@ -59,6 +59,9 @@ pub(crate) struct Fiber {
     pub(crate) yielder: Cell<*const FiberYielder>,
     /// Fiber-local values: touched only by the fiber itself.
     pub(crate) locals: UnsafeCell<LocalMap>,
+    /// The fiber's node for `sync` wait lists: a fiber waits in at most one list at a time, so
+    /// one node per fiber spares every wait an allocation (see `sync::wait_queue`).
+    pub(crate) wait_node: crate::park::WaitNode,
     /// The stack's guard page `[low, high)` and usable size, for overflow reports.
     pub(crate) guard: (usize, usize),
     pub(crate) stack_size: usize,

@@ -148,6 +148,7 @@ impl Builder {
             coroutine: UnsafeCell::new(Some(coroutine)),
             yielder: Cell::new(std::ptr::null()),
             locals: UnsafeCell::new(LocalMap::default()),
+            wait_node: crate::park::WaitNode::new(),
             guard,
             stack_size,
         });

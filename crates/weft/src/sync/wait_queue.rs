@@ -1,7 +1,9 @@
 //! The waiter list every primitive in [`crate::sync`] parks on.
 //!
-//! A waiter is an `Arc<Waiter>`: the [`Unparker`] of the fiber or thread that waits and a
-//! `notified` flag. A [`WaitList`] is a FIFO of them with no lock of its own: each primitive keeps
+//! A waiter is a [`Waiter`]: a counted reference to the waiting fiber's (or thread's) own wait
+//! node, which holds its `notified` flag and knows how to wake it. Every fiber carries one node
+//! and every thread one in a thread-local, because a waiter is in at most one list at a time;
+//! so queueing costs a reference-count increment, not an allocation. A [`WaitList`] is a FIFO of them with no lock of its own: each primitive keeps
 //! it behind the OS lock that also guards the state the waiters wait for (a channel's buffer, a
 //! barrier's count), or in a [`WaitQueue`] (a list plus its lock) when that state is an atomic
 //! (a mutex's lock word, a semaphore's permit count).
@@ -39,41 +41,36 @@
 //! anyone parks.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::park::{current_unparker, park, Parked, Unparker};
+use crate::park::{park, NodeRef, Parked};
 
 /// One fiber or thread waiting in a [`WaitList`].
-#[derive(Debug)]
-pub(crate) struct Waiter {
-    /// Wakes the waiting fiber (or thread); used by the notifier after it set `notified`.
-    unparker: Unparker,
-    /// Set by the notifier that popped this waiter, under the owner's lock. `Release` there and
-    /// `Acquire` in [`Waiter::is_notified`] make what the notifier handed over (the data a
-    /// mutex protects, say) visible to the waiter, which may read it without the owner's lock.
-    notified: AtomicBool,
-}
+///
+/// Its node's flag is set by the notifier that popped it, under the owner's lock; `Release`
+/// there and `Acquire` in [`Waiter::is_notified`] make what the notifier handed over (the data a
+/// mutex protects, say) visible to the waiter, which may read it without the owner's lock.
+#[derive(Debug, Clone)]
+pub(crate) struct Waiter(NodeRef);
 
 impl Waiter {
     /// Whether a notifier popped this waiter (and handed it whatever the primitive hands over).
     pub(crate) fn is_notified(&self) -> bool {
-        self.notified.load(Ordering::Acquire)
+        self.0.is_notified()
     }
 }
 
 /// A popped waiter to wake once the owner's lock is released.
 #[must_use = "a popped waiter must be woken, or it parks forever"]
 pub(crate) struct Wake(
-    /// The popped waiter: holding it keeps its unparker alive until the wake-up.
-    Arc<Waiter>,
+    /// The popped waiter: holding it keeps its fiber (and node) alive until the wake-up.
+    Waiter,
 );
 
 impl Wake {
     /// Wakes the waiter. Call it after releasing the owner's lock.
     pub(crate) fn wake(self) {
-        self.0.unparker.unpark();
+        self.0 .0.unpark();
     }
 }
 
@@ -81,14 +78,14 @@ impl Wake {
 #[must_use = "popped waiters must be woken, or they park forever"]
 pub(crate) struct WakeAll(
     /// The popped waiters, in the order they waited (woken in that order).
-    VecDeque<Arc<Waiter>>,
+    VecDeque<Waiter>,
 );
 
 impl WakeAll {
     /// Wakes every waiter. Call it after releasing the owner's lock.
     pub(crate) fn wake(self) {
         for waiter in self.0 {
-            waiter.unparker.unpark();
+            waiter.0.unpark();
         }
     }
 }
@@ -97,7 +94,7 @@ impl WakeAll {
 #[derive(Debug, Default)]
 pub(crate) struct WaitList {
     /// Waiters in arrival order; the front one is notified first.
-    waiters: VecDeque<Arc<Waiter>>,
+    waiters: VecDeque<Waiter>,
 }
 
 impl WaitList {
@@ -109,11 +106,11 @@ impl WaitList {
 
     /// Queues the calling fiber (or thread) at the back and returns its node, to pass to
     /// [`wait`].
-    pub(crate) fn push(&mut self) -> Arc<Waiter> {
-        let waiter = Arc::new(Waiter {
-            unparker: current_unparker(),
-            notified: AtomicBool::new(false),
-        });
+    ///
+    /// The caller must not be in any other list (one wait at a time per fiber or thread).
+    pub(crate) fn push(&mut self) -> Waiter {
+        let waiter = Waiter(NodeRef::current());
+        waiter.0.reset();
         self.waiters.push_back(waiter.clone());
         waiter
     }
@@ -121,7 +118,7 @@ impl WaitList {
     /// Pops the front waiter and marks it notified; the caller wakes it after unlocking.
     pub(crate) fn notify_one(&mut self) -> Option<Wake> {
         let waiter = self.waiters.pop_front()?;
-        waiter.notified.store(true, Ordering::Release);
+        waiter.0.set_notified();
         Some(Wake(waiter))
     }
 
@@ -129,15 +126,15 @@ impl WaitList {
     pub(crate) fn notify_all(&mut self) -> WakeAll {
         let waiters = std::mem::take(&mut self.waiters);
         for waiter in &waiters {
-            waiter.notified.store(true, Ordering::Release);
+            waiter.0.set_notified();
         }
         WakeAll(waiters)
     }
 
     /// Removes `waiter` if it is still queued. Returns `false` when it is not, which means a
     /// notifier popped it: it was notified.
-    pub(crate) fn remove(&mut self, waiter: &Arc<Waiter>) -> bool {
-        match self.waiters.iter().position(|w| Arc::ptr_eq(w, waiter)) {
+    pub(crate) fn remove(&mut self, waiter: &Waiter) -> bool {
+        match self.waiters.iter().position(|w| w.0.same_node(&waiter.0)) {
             Some(index) => {
                 self.waiters.remove(index);
                 true
@@ -148,6 +145,16 @@ impl WaitList {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.waiters.is_empty()
+    }
+
+    /// Like [`WaitList::push`] with a node of its own, so one test thread can play several
+    /// waiters.
+    #[cfg(test)]
+    pub(crate) fn push_detached(&mut self) -> Waiter {
+        let node = std::sync::Arc::new(crate::park::WaitNode::new());
+        let waiter = Waiter(NodeRef::Thread(node, std::thread::current()));
+        self.waiters.push_back(waiter.clone());
+        waiter
     }
 
     #[cfg(test)]
@@ -219,14 +226,14 @@ pub(crate) fn deadline_after(timeout: Duration) -> Option<Instant> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex};
 
     #[test]
     fn fifo_notify_and_remove() {
         let mut list = WaitList::default();
-        let a = list.push();
-        let b = list.push();
-        let c = list.push();
+        let a = list.push_detached();
+        let b = list.push_detached();
+        let c = list.push_detached();
         assert_eq!(list.len(), 3);
         assert!(list.remove(&b));
         assert!(!list.remove(&b), "removed twice");
