@@ -192,13 +192,20 @@ impl Semaphore {
     /// Hands permits to waiters under the queue lock; adds the rest to the count.
     #[cold]
     fn add_permits_slow(&self, n: usize) {
-        let mut wakes: Vec<Wake> = Vec::new();
+        // The common case is one permit and one waiter: keep that wake-up out of the Vec, so a
+        // hand-off allocates nothing.
+        let mut first: Option<Wake> = None;
+        let mut more: Vec<Wake> = Vec::new();
         {
             let mut list = self.waiters.lock();
             let mut left = n;
             while left > 0 {
                 let Some(wake) = list.notify_one() else { break };
-                wakes.push(wake);
+                if first.is_none() {
+                    first = Some(wake);
+                } else {
+                    more.push(wake);
+                }
                 left -= 1;
             }
             // Under the queue lock only fast-path acquires touch the word, and only while
@@ -218,7 +225,10 @@ impl Semaphore {
                 }
             }
         }
-        for wake in wakes {
+        if let Some(wake) = first {
+            wake.wake();
+        }
+        for wake in more {
             wake.wake();
         }
     }
