@@ -10,7 +10,7 @@
 //! Sockets are always non-blocking at the descriptor level (the epoll backend and plain threads
 //! try the syscall and wait for readiness on `EAGAIN`; io_uring copes with either).
 
-mod sockio;
+pub(crate) mod sockio;
 mod tcp;
 mod unix;
 
