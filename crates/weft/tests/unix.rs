@@ -55,8 +55,10 @@ fn unix_echo_on_both_backends() {
                 let mut s = UnixStream::connect(&p2).unwrap();
                 assert_eq!(s.peer_addr().unwrap().as_pathname(), Some(&*p2));
                 s.write_all(b"hello ").unwrap();
-                s.write_vectored(&[IoSlice::new(b"unix "), IoSlice::new(b"world")])
+                let n = s
+                    .write_vectored(&[IoSlice::new(b"unix "), IoSlice::new(b"world")])
                     .unwrap();
+                assert_eq!(n, 10);
                 let mut buf = [0u8; 16];
                 s.read_exact(&mut buf).unwrap();
                 let big: Vec<u8> = (0..500_000u32).map(|i| (i % 251) as u8).collect();
