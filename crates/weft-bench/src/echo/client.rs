@@ -79,10 +79,10 @@ pub fn drive(
     let mut ring = IoUring::builder()
         .setup_cqsize(entries * 2)
         .build(entries)?;
-    for i in 0..conns.len() {
-        let e = send_entry(i, &conns[i], &msg);
+    for (i, c) in conns.iter_mut().enumerate() {
+        let e = send_entry(i, c, &msg);
         push(&mut ring, &e)?;
-        let e = recv_entry(i, &mut conns[i]);
+        let e = recv_entry(i, c);
         push(&mut ring, &e)?;
     }
     let start = Instant::now();
