@@ -76,9 +76,14 @@ pub fn drive(
     let entries = (2 * params.connections)
         .next_power_of_two()
         .clamp(64, 16384) as u32;
+    // Deferred task work: completions are processed only when we enter the kernel to wait,
+    // in one go, instead of interrupting the loop (fewer wake-ups per request).
     let mut ring = IoUring::builder()
         .setup_cqsize(entries * 2)
-        .build(entries)?;
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(entries)
+        .or_else(|_| IoUring::builder().setup_cqsize(entries * 2).build(entries))?;
     for (i, c) in conns.iter_mut().enumerate() {
         let e = send_entry(i, c, &msg);
         push(&mut ring, &e)?;
