@@ -58,7 +58,13 @@ pub fn run(p: &FilesParams) -> io::Result<FilesReport> {
         p.size_bytes
     ));
     let data: Vec<u8> = (0..p.size_bytes).map(|i| (i % 251) as u8).collect();
-    std::fs::write(&path, &data)?;
+    // Written back before measuring: dirty pages being flushed mid-run would skew whichever
+    // method runs first.
+    {
+        let mut f = std::fs::File::create(&path)?;
+        f.write_all(&data)?;
+        f.sync_all()?;
+    }
     let file = Arc::new(std::fs::File::open(&path).map(File::from)?);
     std::fs::remove_file(&path)?;
 
