@@ -48,8 +48,20 @@ pub(crate) fn set_errno(e: i32) {
     unsafe { *libc::__errno_location() = e };
 }
 
+/// `IORING_RECVSEND_POLL_FIRST`: arm the poll before trying the receive.
+const RECV_POLL_FIRST: u16 = 1;
+
 /// `recv(2)` on a connected stream socket, as the caller's context does it.
-pub(crate) fn recv(fd: i32, buf: &mut [u8], deadline: Option<Instant>) -> io::Result<usize> {
+///
+/// `poll_first` (uring only) tells the kernel the socket is probably empty, so it arms its
+/// poll without first trying a receive that would fail: callers pass whether their previous
+/// receive came back short (the socket was drained then), as in request/response traffic.
+pub(crate) fn recv(
+    fd: i32,
+    buf: &mut [u8],
+    deadline: Option<Instant>,
+    poll_first: bool,
+) -> io::Result<usize> {
     let len = buf.len().min(MAX_IO_BYTES);
     let ptr = buf.as_mut_ptr();
     // SAFETY: `buf` is borrowed for the whole call, and the call returns only once the
@@ -59,7 +71,11 @@ pub(crate) fn recv(fd: i32, buf: &mut [u8], deadline: Option<Instant>) -> io::Re
             fd,
             Dir::Read,
             deadline,
-            || opcode::Recv::new(Fd(fd), ptr, len as u32).build(),
+            || {
+                opcode::Recv::new(Fd(fd), ptr, len as u32)
+                    .ioprio(if poll_first { RECV_POLL_FIRST } else { 0 })
+                    .build()
+            },
             || libc::recv(fd, ptr.cast(), len, 0),
         )
     }

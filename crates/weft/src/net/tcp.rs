@@ -209,6 +209,9 @@ pub struct TcpStream {
     read_timeout_ns: AtomicU64,
     /// Write timeout in nanoseconds; 0 for none.
     write_timeout_ns: AtomicU64,
+    /// Whether the last receive came back short (the socket was drained): the next one then
+    /// asks io_uring to poll first rather than try a receive that would fail.
+    recv_drained: AtomicBool,
 }
 
 impl TcpStream {
@@ -217,6 +220,7 @@ impl TcpStream {
             sock,
             read_timeout_ns: AtomicU64::new(0),
             write_timeout_ns: AtomicU64::new(0),
+            recv_drained: AtomicBool::new(false),
         }
     }
 
@@ -276,7 +280,20 @@ impl TcpStream {
     }
 
     fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        sockio::recv(self.sock.as_raw_fd(), buf, deadline(&self.read_timeout_ns))
+        let poll_first = self.recv_drained.load(Ordering::Relaxed);
+        let r = sockio::recv(
+            self.sock.as_raw_fd(),
+            buf,
+            deadline(&self.read_timeout_ns),
+            poll_first,
+        );
+        if let Ok(n) = r {
+            let drained = n < buf.len();
+            if drained != poll_first {
+                self.recv_drained.store(drained, Ordering::Relaxed);
+            }
+        }
+        r
     }
 
     fn send(&self, buf: &[u8]) -> io::Result<usize> {

@@ -204,7 +204,12 @@ impl UnixStream {
 
 impl Read for &UnixStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        sockio::recv(self.sock.as_raw_fd(), buf, deadline(&self.read_timeout_ns))
+        sockio::recv(
+            self.sock.as_raw_fd(),
+            buf,
+            deadline(&self.read_timeout_ns),
+            false,
+        )
     }
 
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
