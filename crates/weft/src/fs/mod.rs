@@ -27,4 +27,4 @@ mod send;
 
 pub use file::{File, OpenOptions};
 pub use metadata::Metadata;
-pub use send::{send_file, send_file_with, SendFileMethod};
+pub use send::{send_file, send_file_with, SendFileMethod, AUTO_SENDFILE_MAX_BYTES};
