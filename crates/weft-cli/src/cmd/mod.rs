@@ -1,0 +1,20 @@
+//! The subcommands, one file each. Adding one is a variant here and a file beside this one.
+
+pub mod bench;
+pub mod echo;
+pub mod sendfile;
+
+use clap::Subcommand;
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run benchmarks (scheduler micro-benchmarks, ...) on weft and on tokio.
+    Bench(bench::BenchArgs),
+}
+
+/// Runs a parsed subcommand.
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Bench(args) => bench::run(args),
+    }
+}
