@@ -142,3 +142,74 @@ pub trait StreamSocket: sealed::Sealed {
 pub(crate) mod sealed {
     pub trait Sealed {}
 }
+
+/// The plumbing every stream socket type shares, for a type with fields `sock: socket2::Socket`
+/// and `write_timeout_ns`: `Read`/`Write` on the owned value (delegating to the `&T` impls the
+/// type writes itself), the fd conversions, and `StreamSocket`.
+macro_rules! stream_plumbing {
+    ($t:ty) => {
+        impl std::io::Read for $t {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                std::io::Read::read(&mut &*self, buf)
+            }
+
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [std::io::IoSliceMut<'_>],
+            ) -> std::io::Result<usize> {
+                std::io::Read::read_vectored(&mut &*self, bufs)
+            }
+        }
+
+        impl std::io::Write for $t {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                std::io::Write::write(&mut &*self, buf)
+            }
+
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                std::io::Write::write_vectored(&mut &*self, bufs)
+            }
+
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+
+        impl std::os::fd::AsRawFd for $t {
+            fn as_raw_fd(&self) -> std::os::fd::RawFd {
+                std::os::fd::AsRawFd::as_raw_fd(&self.sock)
+            }
+        }
+
+        impl std::os::fd::AsFd for $t {
+            fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                std::os::fd::AsFd::as_fd(&self.sock)
+            }
+        }
+
+        impl std::os::fd::IntoRawFd for $t {
+            fn into_raw_fd(self) -> std::os::fd::RawFd {
+                std::os::fd::IntoRawFd::into_raw_fd(self.sock)
+            }
+        }
+
+        impl From<$t> for std::os::fd::OwnedFd {
+            fn from(s: $t) -> std::os::fd::OwnedFd {
+                s.sock.into()
+            }
+        }
+
+        impl $crate::net::sockio::sealed::Sealed for $t {}
+
+        impl $crate::net::sockio::StreamSocket for $t {
+            fn socket_fd(&self) -> i32 {
+                std::os::fd::AsRawFd::as_raw_fd(&self.sock)
+            }
+
+            fn write_deadline(&self) -> Option<std::time::Instant> {
+                $crate::net::sockio::deadline(&self.write_timeout_ns)
+            }
+        }
+    };
+}
+pub(crate) use stream_plumbing;

@@ -2,7 +2,7 @@
 
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -397,48 +397,6 @@ impl Write for &TcpStream {
     }
 }
 
-impl Read for TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        (&*self).read_vectored(bufs)
-    }
-}
-
-impl Write for TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        (&*self).write_vectored(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl AsRawFd for TcpStream {
-    fn as_raw_fd(&self) -> RawFd {
-        self.sock.as_raw_fd()
-    }
-}
-
-impl AsFd for TcpStream {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.sock.as_fd()
-    }
-}
-
-impl IntoRawFd for TcpStream {
-    fn into_raw_fd(self) -> RawFd {
-        self.sock.into_raw_fd()
-    }
-}
-
 impl From<std::net::TcpStream> for TcpStream {
     /// Adopts a connected std stream (made non-blocking, as weft's sockets always are).
     fn from(s: std::net::TcpStream) -> TcpStream {
@@ -461,20 +419,4 @@ impl From<std::net::TcpListener> for TcpListener {
     }
 }
 
-impl From<TcpStream> for OwnedFd {
-    fn from(s: TcpStream) -> OwnedFd {
-        s.sock.into()
-    }
-}
-
-impl sockio::sealed::Sealed for TcpStream {}
-
-impl sockio::StreamSocket for TcpStream {
-    fn socket_fd(&self) -> i32 {
-        self.sock.as_raw_fd()
-    }
-
-    fn write_deadline(&self) -> Option<Instant> {
-        deadline(&self.write_timeout_ns)
-    }
-}
+sockio::stream_plumbing!(TcpStream);

@@ -8,11 +8,11 @@
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::mem::ManuallyDrop;
 use std::net::Shutdown;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use io_uring::{opcode, types::Fd};
 use socket2::{Domain, SockAddr, Socket, Type};
@@ -239,62 +239,4 @@ impl Write for &UnixStream {
     }
 }
 
-impl Read for UnixStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        (&*self).read_vectored(bufs)
-    }
-}
-
-impl Write for UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        (&*self).write_vectored(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl AsRawFd for UnixStream {
-    fn as_raw_fd(&self) -> RawFd {
-        self.sock.as_raw_fd()
-    }
-}
-
-impl AsFd for UnixStream {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.sock.as_fd()
-    }
-}
-
-impl IntoRawFd for UnixStream {
-    fn into_raw_fd(self) -> RawFd {
-        self.sock.into_raw_fd()
-    }
-}
-
-impl From<UnixStream> for OwnedFd {
-    fn from(s: UnixStream) -> OwnedFd {
-        s.sock.into()
-    }
-}
-
-impl sockio::sealed::Sealed for UnixStream {}
-
-impl sockio::StreamSocket for UnixStream {
-    fn socket_fd(&self) -> i32 {
-        self.sock.as_raw_fd()
-    }
-
-    fn write_deadline(&self) -> Option<Instant> {
-        deadline(&self.write_timeout_ns)
-    }
-}
+sockio::stream_plumbing!(UnixStream);
