@@ -5,13 +5,18 @@
 //! (`weft bench ...`, crate `weft-cli`) is the front end; this crate has no command line of its
 //! own.
 //!
+//! - [`echo`]: echo-server requests/s and server CPU per request: weft (io_uring, epoll) vs
+//!   tokio, server and client pinned to different cores.
+//! - [`files`]: the ways of sending a file over TCP (`weft::fs::send_file_with`).
 //! - [`sched`]: the Cforall thesis's scheduler micro-benchmarks (cycle, yield, churn, locality,
 //!   transfer) plus fiber switch, spawn+join and idle-fiber memory measurements.
 //!
 //! Architecture Invariant: this crate knows weft only through its public API (`weft::Cluster`,
-//! `weft::spawn`, `weft::sync`, `weft::sched::names`); it never reaches into the runtime, so what
+//! `weft::spawn`, `weft::sync`, `weft::sched::names`, `weft::net`, `weft::fs`); it never reaches into the runtime, so what
 //! it measures is what users get.
 
+pub mod echo;
+pub mod files;
 mod record;
 pub mod report;
 pub mod sched;

@@ -13,6 +13,7 @@
 //!   none sleeps, and a wake-up is never lost.
 //! - [`sync`] has fiber-aware locks, semaphores, channels, promises and wait groups: they park
 //!   the fiber, not the OS thread, and also work from plain threads.
+//! - [`fs`] has files (positioned reads and writes, `statx` metadata) and [`fs::send_file`].
 //! - [`blocking()`] runs a closure on a bounded helper pool while the fiber parks.
 //! - [`net`] has TCP sockets in the shape of `std::net`, blocking from the fiber's point of
 //!   view; underneath, each processor drives one io_uring (or an epoll instance as the
@@ -55,6 +56,7 @@
 mod blocking;
 mod error;
 pub mod fiber;
+pub mod fs;
 pub mod io;
 mod loom;
 pub mod net;

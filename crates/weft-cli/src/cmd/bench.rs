@@ -23,6 +23,13 @@ enum BenchCommand {
     Sched(SchedArgs),
     /// Render JSON lines written by `weft bench ... --json` as markdown tables.
     Render(RenderArgs),
+    /// Echo server requests/s and CPU per request: weft (uring, epoll) vs tokio.
+    Echo(super::echo::EchoArgs),
+    /// The echo benchmark's server process (started by `weft bench echo`).
+    #[command(hide = true)]
+    EchoServer(super::echo::EchoServerArgs),
+    /// File sending over TCP: sendfile vs splice vs read+send, by file size.
+    SendFile(super::sendfile::SendFileArgs),
 }
 
 /// Which benchmark `weft bench sched` runs.
@@ -218,6 +225,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Sched(args) => run_sched(&args, &mut out),
         BenchCommand::Render(args) => run_render(&args, &mut out),
+        BenchCommand::Echo(args) => super::echo::run(&args),
+        BenchCommand::EchoServer(args) => super::echo::run_server(&args),
+        BenchCommand::SendFile(args) => super::sendfile::run(&args),
     }
 }
 
@@ -305,7 +315,7 @@ mod tests {
         let crate::cmd::Command::Bench(BenchArgs { command }) = cli.command;
         match command {
             BenchCommand::Sched(a) => Ok(a),
-            BenchCommand::Render(_) => unreachable!(),
+            _ => unreachable!(),
         }
     }
 

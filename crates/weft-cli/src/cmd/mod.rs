@@ -1,6 +1,8 @@
 //! The subcommands, one file each. Adding one is a variant here and a file beside this one.
 
 pub mod bench;
+pub mod echo;
+pub mod sendfile;
 
 use clap::Subcommand;
 

@@ -150,6 +150,21 @@ impl Completion {
         }
     }
 
+    /// Asks for the operation to be cancelled now (not on a deadline); a later [`wait`] still
+    /// returns only once the driver is done with the record. Used to stop the second half of a
+    /// linked pair whose first half came up empty. Does nothing once the operation is done.
+    ///
+    /// [`wait`]: Completion::wait
+    pub(crate) fn cancel_now(&self) {
+        if self
+            .state
+            .compare_exchange(0, CANCEL, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            self.send_cancel();
+        }
+    }
+
     fn send_cancel(&self) {
         let p = processor::current();
         // SAFETY: a non-null `current` is this thread's live processor; the borrow ends before
@@ -243,6 +258,71 @@ fn poll_thread(fd: i32, dir: Dir, deadline: Option<Instant>) -> io::Result<()> {
             }
         }
     }
+}
+
+/// Runs one operation on the calling fiber's io_uring and waits for it; `None` (and `sqe` is
+/// not called) when the caller is not a fiber on a uring processor. `Some(Ok(r))` holds the
+/// kernel's result, which is `-errno` on failure.
+///
+/// # Safety
+/// The pointers in the entry `sqe` builds must be valid for the duration of this call.
+pub(crate) unsafe fn on_uring(
+    fd: i32,
+    deadline: Option<Instant>,
+    sqe: impl FnOnce() -> io_uring::squeue::Entry,
+) -> Option<io::Result<i32>> {
+    let Some(Driver::Uring(u)) = current_driver() else {
+        return None;
+    };
+    if fiber::is_cancelled() {
+        return Some(Err(cancelled()));
+    }
+    let driver = current_driver().expect("checked");
+    let record = Completion::new(driver, fd, Dir::Read);
+    let entry = sqe().user_data(&record as *const Completion as u64);
+    // SAFETY: the caller keeps the entry's pointers valid during this call; `record` outlives
+    // the operation (see the module docs).
+    unsafe { u.push(&entry) };
+    Some(record.wait(deadline))
+}
+
+/// Runs two operations linked with `IOSQE_IO_LINK` (the second starts once the first has
+/// succeeded, and fails with `ECANCELED` if it did not) on the calling fiber's io_uring.
+/// `None` when the caller is not a fiber on a uring processor. Returns both kernel results.
+///
+/// If the first comes back with 0 (nothing to pass on), the second is cancelled rather than
+/// left waiting. Both are finished with before this returns.
+///
+/// # Safety
+/// The pointers in both entries must be valid for the duration of this call.
+pub(crate) unsafe fn linked_pair_on_uring(
+    fd: i32,
+    deadline: Option<Instant>,
+    first: io_uring::squeue::Entry,
+    second: io_uring::squeue::Entry,
+) -> Option<(io::Result<i32>, io::Result<i32>)> {
+    let Some(Driver::Uring(u)) = current_driver() else {
+        return None;
+    };
+    if fiber::is_cancelled() {
+        return Some((Err(cancelled()), Err(cancelled())));
+    }
+    let driver = current_driver().expect("checked");
+    let rec1 = Completion::new(driver, fd, Dir::Read);
+    let rec2 = Completion::new(driver, fd, Dir::Write);
+    let e1 = first
+        .flags(io_uring::squeue::Flags::IO_LINK)
+        .user_data(&rec1 as *const Completion as u64);
+    let e2 = second.user_data(&rec2 as *const Completion as u64);
+    // SAFETY: the caller keeps the entries' pointers valid during this call; both records
+    // outlive their operations: we wait for both below, whatever happens.
+    unsafe { u.push_linked(&[e1, e2]) };
+    let r1 = rec1.wait(deadline);
+    if !matches!(r1, Ok(r) if r > 0) {
+        rec2.cancel_now();
+    }
+    let r2 = rec2.wait(deadline);
+    Some((r1, r2))
 }
 
 /// Runs one socket operation for the caller, whatever it is.

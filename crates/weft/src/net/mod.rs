@@ -1,4 +1,4 @@
-//! Networking in the shape of `std::net`, blocking from the fiber's point of view.
+//! Networking in the shape of `std::net` (TCP) and `std::os::unix::net` (Unix-domain streams), blocking from the fiber's point of view.
 //!
 //! A fiber calling [`TcpStream::read`](std::io::Read::read) parks while its processor runs
 //! others; the operation runs on the processor's io_uring (or epoll, see [`crate::io`]). The
@@ -10,6 +10,10 @@
 //! Sockets are always non-blocking at the descriptor level (the epoll backend and plain threads
 //! try the syscall and wait for readiness on `EAGAIN`; io_uring copes with either).
 
+pub(crate) mod sockio;
 mod tcp;
+mod unix;
 
+pub use sockio::StreamSocket;
 pub use tcp::{TcpListener, TcpListenerBuilder, TcpStream};
+pub use unix::{UnixListener, UnixStream};

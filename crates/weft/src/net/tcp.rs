@@ -2,19 +2,18 @@
 
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use io_uring::{opcode, types::Fd};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use super::sockio::{self, deadline, set_errno, stored_timeout, timeout_ns};
 use crate::io::op::{self, Dir};
 
 /// Default `listen(2)` backlog (the kernel clamps it to `net.core.somaxconn`).
 const DEFAULT_BACKLOG: i32 = 1024;
-/// The longest single read or write handed to the kernel.
-const MAX_IO_BYTES: usize = i32::MAX as usize;
 /// Accept's back-off while the process or system is out of descriptors.
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_millis(100);
@@ -50,11 +49,6 @@ fn each_addr<T>(
             "could not resolve to any address",
         )
     }))
-}
-
-fn set_errno(e: i32) {
-    // SAFETY: errno is a thread-local int.
-    unsafe { *libc::__errno_location() = e };
 }
 
 /// Configures a listener before it binds: [`TcpListener::builder`].
@@ -215,31 +209,9 @@ pub struct TcpStream {
     read_timeout_ns: AtomicU64,
     /// Write timeout in nanoseconds; 0 for none.
     write_timeout_ns: AtomicU64,
-}
-
-fn deadline(timeout_ns: &AtomicU64) -> Option<Instant> {
-    match timeout_ns.load(Ordering::Relaxed) {
-        0 => None,
-        ns => Some(Instant::now() + Duration::from_nanos(ns)),
-    }
-}
-
-fn timeout_ns(timeout: Option<Duration>) -> io::Result<u64> {
-    match timeout {
-        None => Ok(0),
-        Some(d) if d.is_zero() => Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "cannot set a 0 duration timeout",
-        )),
-        Some(d) => Ok(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
-    }
-}
-
-fn stored_timeout(ns: &AtomicU64) -> Option<Duration> {
-    match ns.load(Ordering::Relaxed) {
-        0 => None,
-        ns => Some(Duration::from_nanos(ns)),
-    }
+    /// Whether the last receive came back short (the socket was drained): the next one then
+    /// asks io_uring to poll first rather than try a receive that would fail.
+    recv_drained: AtomicBool,
 }
 
 impl TcpStream {
@@ -248,6 +220,7 @@ impl TcpStream {
             sock,
             read_timeout_ns: AtomicU64::new(0),
             write_timeout_ns: AtomicU64::new(0),
+            recv_drained: AtomicBool::new(false),
         }
     }
 
@@ -307,65 +280,32 @@ impl TcpStream {
     }
 
     fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let fd = self.sock.as_raw_fd();
-        let len = buf.len().min(MAX_IO_BYTES);
-        let ptr = buf.as_mut_ptr();
-        // SAFETY: `buf` is borrowed for the whole call, and the call returns only once the
-        // kernel is done with it.
-        unsafe {
-            op::run(
-                fd,
-                Dir::Read,
-                deadline(&self.read_timeout_ns),
-                || opcode::Recv::new(Fd(fd), ptr, len as u32).build(),
-                || libc::recv(fd, ptr.cast(), len, 0),
-            )
+        let poll_first = self.recv_drained.load(Ordering::Relaxed);
+        let r = sockio::recv(
+            self.sock.as_raw_fd(),
+            buf,
+            deadline(&self.read_timeout_ns),
+            poll_first,
+        );
+        if let Ok(n) = r {
+            let drained = n < buf.len();
+            if drained != poll_first {
+                self.recv_drained.store(drained, Ordering::Relaxed);
+            }
         }
+        r
     }
 
     fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        let fd = self.sock.as_raw_fd();
-        let len = buf.len().min(MAX_IO_BYTES);
-        let ptr = buf.as_ptr();
-        // SAFETY: as in `recv`.
-        unsafe {
-            op::run(
-                fd,
-                Dir::Write,
-                deadline(&self.write_timeout_ns),
-                || {
-                    opcode::Send::new(Fd(fd), ptr, len as u32)
-                        .flags(libc::MSG_NOSIGNAL)
-                        .build()
-                },
-                || libc::send(fd, ptr.cast(), len, libc::MSG_NOSIGNAL),
-            )
-        }
+        sockio::send(self.sock.as_raw_fd(), buf, deadline(&self.write_timeout_ns))
     }
 
     fn send_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        let fd = self.sock.as_raw_fd();
-        let iovlen = bufs.len().min(libc::UIO_MAXIOV as usize);
-        // SAFETY: an all-zero msghdr is valid.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        // `IoSlice` is guaranteed ABI-compatible with `iovec` on Unix.
-        msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
-        msg.msg_iovlen = iovlen;
-        let msg_ptr = &msg as *const libc::msghdr;
-        // SAFETY: `msg` and the buffers it points at outlive the call.
-        unsafe {
-            op::run(
-                fd,
-                Dir::Write,
-                deadline(&self.write_timeout_ns),
-                || {
-                    opcode::SendMsg::new(Fd(fd), msg_ptr)
-                        .flags(libc::MSG_NOSIGNAL as u32)
-                        .build()
-                },
-                || libc::sendmsg(fd, msg_ptr, libc::MSG_NOSIGNAL),
-            )
-        }
+        sockio::send_vectored(
+            self.sock.as_raw_fd(),
+            bufs,
+            deadline(&self.write_timeout_ns),
+        )
     }
 
     /// The remote address.
@@ -457,48 +397,6 @@ impl Write for &TcpStream {
     }
 }
 
-impl Read for TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        (&*self).read_vectored(bufs)
-    }
-}
-
-impl Write for TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        (&*self).write_vectored(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl AsRawFd for TcpStream {
-    fn as_raw_fd(&self) -> RawFd {
-        self.sock.as_raw_fd()
-    }
-}
-
-impl AsFd for TcpStream {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.sock.as_fd()
-    }
-}
-
-impl IntoRawFd for TcpStream {
-    fn into_raw_fd(self) -> RawFd {
-        self.sock.into_raw_fd()
-    }
-}
-
 impl From<std::net::TcpStream> for TcpStream {
     /// Adopts a connected std stream (made non-blocking, as weft's sockets always are).
     fn from(s: std::net::TcpStream) -> TcpStream {
@@ -521,8 +419,4 @@ impl From<std::net::TcpListener> for TcpListener {
     }
 }
 
-impl From<TcpStream> for OwnedFd {
-    fn from(s: TcpStream) -> OwnedFd {
-        s.sock.into()
-    }
-}
+sockio::stream_plumbing!(TcpStream);

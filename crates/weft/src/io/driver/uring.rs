@@ -167,6 +167,32 @@ impl Uring {
         }
     }
 
+    /// Queues a chain of linked entries so that they go to the kernel in one submission (a
+    /// chain split across two submissions would not stay linked).
+    ///
+    /// # Safety
+    /// As for [`Uring::push`], for every entry.
+    pub(crate) unsafe fn push_linked(&self, entries: &[squeue::Entry]) {
+        let n = entries.len();
+        loop {
+            let mut ring = self.ring.borrow_mut();
+            let sq = ring.submission();
+            if sq.capacity() - sq.len() >= n {
+                break;
+            }
+            drop(sq);
+            let _ = ring.submit();
+            self.unsubmitted.set(0);
+            drop(ring);
+            self.drain();
+        }
+        for e in entries {
+            // SAFETY: forwarded from the caller; there is room for all of them, so `push`
+            // does not submit in between.
+            unsafe { self.push(e) };
+        }
+    }
+
     fn post_waker(&self) {
         if self.waker_posted.get() {
             return;

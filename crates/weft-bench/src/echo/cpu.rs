@@ -1,0 +1,42 @@
+//! CPU pinning and process CPU time.
+
+use std::io;
+
+/// Pins the calling thread (and threads it starts later) to `cpu`.
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET writes inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("pinning to CPU {cpu}: {e}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// User + system CPU seconds process `pid` has used (all its threads), from `/proc/<pid>/stat`.
+pub fn process_cpu_seconds(pid: u32) -> io::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name (field 2) may hold spaces; fields after its closing parenthesis are
+    // plain. utime and stime are fields 14 and 15, i.e. the 12th and 13th after it.
+    let rest = &stat[stat
+        .rfind(')')
+        .ok_or_else(|| io::Error::other("bad /proc stat"))?
+        + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> io::Result<f64> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .map(|t| t as f64)
+            .ok_or_else(|| io::Error::other("bad /proc stat"))
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ok((ticks(11)? + ticks(12)?) / hz)
+}

@@ -1,0 +1,274 @@
+//! [`send_file`]: a range of a file to a stream socket, three ways.
+//!
+//! - [`SendFileMethod::Sendfile`]: non-blocking `sendfile(2)`; on `EAGAIN` (socket buffer
+//!   full) the fiber parks until the socket is writable (a `POLL_ADD` on the ring, one-shot
+//!   epoll interest, or `poll(2)` on a plain thread) and tries again; never a spin. The kernel
+//!   copies page-cache pages straight into socket buffers. Caveat: a cold file makes the
+//!   syscall itself wait for the disk on the calling processor.
+//! - [`SendFileMethod::Splice`] (uring only; elsewhere it is `Sendfile`): file → pipe → socket
+//!   as two `SPLICE` SQEs linked with `IOSQE_IO_LINK`, one submission per pipe-full; the pipes
+//!   come from a process-wide pool. The ring's workers do both halves, so a cold file never
+//!   stalls the processor.
+//! - [`SendFileMethod::ReadSend`]: read the range into memory, then `send` it: for small files
+//!   one read and one send beat the extra machinery.
+//!
+//! [`SendFileMethod::Auto`] picks from the measurements in `docs/BENCHMARKS.md` ("File
+//! sending"): on a uring processor, `Sendfile` up to [`AUTO_SENDFILE_MAX_BYTES`] (least server
+//! CPU per request; one syscall) and `Splice` above it (2.5–7× the throughput of `Sendfile` at
+//! 64 KiB–1 MiB for the same CPU, and a cold file never stalls the processor); elsewhere
+//! `Sendfile`. `ReadSend` never won: it copies twice and costs the most CPU from 64 KiB up.
+//!
+//! Invariant: a pipe goes back to the pool only when it is known to be empty.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use io_uring::{opcode, types::Fd};
+
+use super::File;
+use crate::io::op::{self, Dir};
+use crate::net::sockio::{self, StreamSocket};
+
+/// On uring, ranges up to this many bytes use `sendfile(2)` under [`SendFileMethod::Auto`],
+/// longer ones `splice`.
+pub const AUTO_SENDFILE_MAX_BYTES: usize = 16 * 1024;
+/// The largest chunk read into memory at once by [`SendFileMethod::ReadSend`].
+const READ_CHUNK_BYTES: usize = 1 << 20;
+/// The pipe size asked for (`F_SETPIPE_SZ`); the kernel may give less.
+const PIPE_BYTES: i32 = 1 << 20;
+/// Pipes kept for reuse at most.
+const PIPE_POOL_MAX: usize = 64;
+/// The largest count handed to one `sendfile(2)`.
+const MAX_SENDFILE_BYTES: usize = 0x7fff_f000;
+
+/// How [`send_file_with`] moves the bytes (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SendFileMethod {
+    /// By measurement: on uring, [`Sendfile`](Self::Sendfile) up to
+    /// [`AUTO_SENDFILE_MAX_BYTES`] and [`Splice`](Self::Splice) above; elsewhere `Sendfile`.
+    Auto,
+    /// Non-blocking `sendfile(2)`, parking on `POLLOUT`.
+    Sendfile,
+    /// `splice` through a pipe with linked SQEs (uring; `Sendfile` elsewhere).
+    Splice,
+    /// Read into memory, then `send`.
+    ReadSend,
+}
+
+impl std::str::FromStr for SendFileMethod {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "sendfile" => Ok(Self::Sendfile),
+            "splice" => Ok(Self::Splice),
+            "read-send" | "memory" => Ok(Self::ReadSend),
+            other => Err(format!(
+                "unknown method {other:?} (expected auto, sendfile, splice or read-send)"
+            )),
+        }
+    }
+}
+
+/// Sends `len` bytes of `file` from `offset` to `stream` and returns how many were sent (fewer
+/// only if the file ends first). Honours the stream's write timeout and fiber cancellation.
+pub fn send_file(
+    file: &File,
+    offset: u64,
+    len: usize,
+    stream: &impl StreamSocket,
+) -> io::Result<usize> {
+    send_file_with(SendFileMethod::Auto, file, offset, len, stream)
+}
+
+/// [`send_file`] with a chosen method (for measurements and special cases).
+pub fn send_file_with(
+    method: SendFileMethod,
+    file: &File,
+    offset: u64,
+    len: usize,
+    stream: &impl StreamSocket,
+) -> io::Result<usize> {
+    let deadline = stream.write_deadline();
+    let sock = stream.socket_fd();
+    let uring = crate::io::backend() == Some(crate::IoBackend::Uring);
+    let method = match method {
+        SendFileMethod::Auto if uring && len > AUTO_SENDFILE_MAX_BYTES => SendFileMethod::Splice,
+        SendFileMethod::Auto => SendFileMethod::Sendfile,
+        m => m,
+    };
+    match method {
+        SendFileMethod::ReadSend => read_send(file, offset, len, sock, deadline),
+        SendFileMethod::Splice if uring => splice(file.as_raw_fd(), offset, len, sock, deadline),
+        _ => sendfile(file.as_raw_fd(), offset, len, sock, deadline),
+    }
+}
+
+fn read_send(
+    file: &File,
+    offset: u64,
+    len: usize,
+    sock: i32,
+    deadline: Option<Instant>,
+) -> io::Result<usize> {
+    let mut buf = vec![0u8; len.min(READ_CHUNK_BYTES)];
+    let mut sent = 0;
+    while sent < len {
+        let want = (len - sent).min(buf.len());
+        let n = file.read_at(&mut buf[..want], offset + sent as u64)?;
+        if n == 0 {
+            break;
+        }
+        let mut out = &buf[..n];
+        while !out.is_empty() {
+            match sockio::send(sock, out, deadline)? {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                k => out = &out[k..],
+            }
+        }
+        sent += n;
+    }
+    Ok(sent)
+}
+
+fn sendfile(
+    file: i32,
+    offset: u64,
+    len: usize,
+    sock: i32,
+    deadline: Option<Instant>,
+) -> io::Result<usize> {
+    let mut sent = 0;
+    while sent < len {
+        if crate::is_cancelled() {
+            return Err(op::cancelled());
+        }
+        let mut off = (offset + sent as u64) as libc::off_t;
+        let count = (len - sent).min(MAX_SENDFILE_BYTES);
+        // SAFETY: plain descriptors and a local offset.
+        let r = unsafe { libc::sendfile(sock, file, &mut off, count) };
+        if r > 0 {
+            sent += r as usize;
+            continue;
+        }
+        if r == 0 {
+            break; // end of file
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => {}
+            Some(libc::EAGAIN) => op::wait_ready(sock, Dir::Write, deadline)?,
+            _ => return Err(e),
+        }
+    }
+    Ok(sent)
+}
+
+/// A pipe from the pool; `size_bytes` is what the kernel granted.
+struct Pipe {
+    read: OwnedFd,
+    write: OwnedFd,
+    size_bytes: usize,
+}
+
+static PIPES: Mutex<Vec<Pipe>> = Mutex::new(Vec::new());
+
+impl Pipe {
+    fn take() -> io::Result<Pipe> {
+        if let Some(p) = PIPES.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+            return Ok(p);
+        }
+        let mut fds = [0i32; 2];
+        // SAFETY: `fds` has room for the two descriptors.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `pipe2` just gave us these.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // SAFETY: fcntl on our own descriptor; failure leaves the default size.
+        let size = unsafe {
+            libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES);
+            libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ)
+        };
+        Ok(Pipe {
+            read,
+            write,
+            size_bytes: if size > 0 { size as usize } else { 65536 },
+        })
+    }
+
+    /// Back to the pool; only call when the pipe is empty.
+    fn give_back(self) {
+        let mut pool = PIPES.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < PIPE_POOL_MAX {
+            pool.push(self);
+        }
+    }
+}
+
+fn splice(
+    file: i32,
+    offset: u64,
+    len: usize,
+    sock: i32,
+    deadline: Option<Instant>,
+) -> io::Result<usize> {
+    let pipe = Pipe::take()?;
+    let (pr, pw) = (pipe.read.as_raw_fd(), pipe.write.as_raw_fd());
+    let mut sent = 0;
+    while sent < len {
+        let chunk = (len - sent).min(pipe.size_bytes) as u32;
+        let first =
+            opcode::Splice::new(Fd(file), (offset + sent as u64) as i64, Fd(pw), -1, chunk).build();
+        let second = opcode::Splice::new(Fd(pr), -1, Fd(sock), -1, chunk).build();
+        // SAFETY: no pointers in splice SQEs; the descriptors are borrowed for the call.
+        let (r1, r2) = unsafe { op::linked_pair_on_uring(sock, deadline, first, second) }
+            .expect("splice runs on uring processors only");
+        let filled = match r1 {
+            Ok(n) if n > 0 => n as usize,
+            Ok(0) => {
+                // End of file: the second half was cancelled and the pipe is empty.
+                drop(r2);
+                break;
+            }
+            // The first failed: nothing entered the pipe.
+            Ok(n) => {
+                pipe.give_back();
+                return Err(io::Error::from_raw_os_error(-n));
+            }
+            // Cancelled or timed out: the pipe's contents are unknown; drop it.
+            Err(e) => return Err(e),
+        };
+        let mut drained = match r2 {
+            Ok(n) if n >= 0 => n as usize,
+            // A short first half breaks the link (`ECANCELED`); the socket may also push
+            // back (`EAGAIN`). Either way the rest is drained below.
+            Ok(n) if n == -libc::EAGAIN || n == -libc::ECANCELED => 0,
+            Ok(n) => return Err(io::Error::from_raw_os_error(-n)),
+            Err(e) => return Err(e),
+        };
+        // The socket took less than the pipe held: drain the rest.
+        while drained < filled {
+            let left = (filled - drained) as u32;
+            // SAFETY: no pointers.
+            let r = unsafe {
+                op::on_uring(sock, deadline, || {
+                    opcode::Splice::new(Fd(pr), -1, Fd(sock), -1, left).build()
+                })
+            }
+            .expect("on a uring processor")?;
+            match r {
+                n if n > 0 => drained += n as usize,
+                n if n == -libc::EAGAIN => op::wait_ready(sock, Dir::Write, deadline)?,
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                n => return Err(io::Error::from_raw_os_error(-n)),
+            }
+        }
+        sent += filled;
+    }
+    pipe.give_back();
+    Ok(sent)
+}

@@ -1,0 +1,215 @@
+//! The stream-socket calls TCP and Unix streams share: `recv`, `send`, and timeout bookkeeping.
+//!
+//! Invariant: every function here returns only once the kernel is done with the buffer it was
+//! given (the guarantee of [`op::run`]).
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use io_uring::{opcode, types::Fd};
+
+use crate::io::op::{self, Dir};
+
+/// The longest single read or write handed to the kernel.
+const MAX_IO_BYTES: usize = i32::MAX as usize;
+
+/// The deadline a timeout stored in nanoseconds (0: none) gives a call starting now.
+pub(crate) fn deadline(timeout_ns: &AtomicU64) -> Option<Instant> {
+    match timeout_ns.load(Ordering::Relaxed) {
+        0 => None,
+        ns => Some(Instant::now() + Duration::from_nanos(ns)),
+    }
+}
+
+/// A timeout as stored (nanoseconds, 0 for none); a zero duration is an error, as in `std`.
+pub(crate) fn timeout_ns(timeout: Option<Duration>) -> io::Result<u64> {
+    match timeout {
+        None => Ok(0),
+        Some(d) if d.is_zero() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "cannot set a 0 duration timeout",
+        )),
+        Some(d) => Ok(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+    }
+}
+
+/// The stored timeout back as a `Duration`.
+pub(crate) fn stored_timeout(ns: &AtomicU64) -> Option<Duration> {
+    match ns.load(Ordering::Relaxed) {
+        0 => None,
+        ns => Some(Duration::from_nanos(ns)),
+    }
+}
+
+/// Sets `errno` (for syscall closures that translate one error into another).
+pub(crate) fn set_errno(e: i32) {
+    // SAFETY: errno is a thread-local int.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// `IORING_RECVSEND_POLL_FIRST`: arm the poll before trying the receive.
+const RECV_POLL_FIRST: u16 = 1;
+
+/// `recv(2)` on a connected stream socket, as the caller's context does it.
+///
+/// `poll_first` (uring only) tells the kernel the socket is probably empty, so it arms its
+/// poll without first trying a receive that would fail: callers pass whether their previous
+/// receive came back short (the socket was drained then), as in request/response traffic.
+pub(crate) fn recv(
+    fd: i32,
+    buf: &mut [u8],
+    deadline: Option<Instant>,
+    poll_first: bool,
+) -> io::Result<usize> {
+    let len = buf.len().min(MAX_IO_BYTES);
+    let ptr = buf.as_mut_ptr();
+    // SAFETY: `buf` is borrowed for the whole call, and the call returns only once the
+    // kernel is done with it.
+    unsafe {
+        op::run(
+            fd,
+            Dir::Read,
+            deadline,
+            || {
+                opcode::Recv::new(Fd(fd), ptr, len as u32)
+                    .ioprio(if poll_first { RECV_POLL_FIRST } else { 0 })
+                    .build()
+            },
+            || libc::recv(fd, ptr.cast(), len, 0),
+        )
+    }
+}
+
+/// `send(2)` with `MSG_NOSIGNAL` on a connected stream socket.
+pub(crate) fn send(fd: i32, buf: &[u8], deadline: Option<Instant>) -> io::Result<usize> {
+    let len = buf.len().min(MAX_IO_BYTES);
+    let ptr = buf.as_ptr();
+    // SAFETY: as in `recv`.
+    unsafe {
+        op::run(
+            fd,
+            Dir::Write,
+            deadline,
+            || {
+                opcode::Send::new(Fd(fd), ptr, len as u32)
+                    .flags(libc::MSG_NOSIGNAL)
+                    .build()
+            },
+            || libc::send(fd, ptr.cast(), len, libc::MSG_NOSIGNAL),
+        )
+    }
+}
+
+/// `sendmsg(2)` of several buffers with `MSG_NOSIGNAL`.
+pub(crate) fn send_vectored(
+    fd: i32,
+    bufs: &[io::IoSlice<'_>],
+    deadline: Option<Instant>,
+) -> io::Result<usize> {
+    let iovlen = bufs.len().min(libc::UIO_MAXIOV as usize);
+    // SAFETY: an all-zero msghdr is valid.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // `IoSlice` is guaranteed ABI-compatible with `iovec` on Unix.
+    msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = iovlen;
+    let msg_ptr = &msg as *const libc::msghdr;
+    // SAFETY: `msg` and the buffers it points at outlive the call.
+    unsafe {
+        op::run(
+            fd,
+            Dir::Write,
+            deadline,
+            || {
+                opcode::SendMsg::new(Fd(fd), msg_ptr)
+                    .flags(libc::MSG_NOSIGNAL as u32)
+                    .build()
+            },
+            || libc::sendmsg(fd, msg_ptr, libc::MSG_NOSIGNAL),
+        )
+    }
+}
+
+/// A connected stream socket that file sending can write to ([`crate::fs::send_file`]).
+/// Implemented for [`super::TcpStream`] and [`super::UnixStream`]; sealed.
+pub trait StreamSocket: sealed::Sealed {
+    #[doc(hidden)]
+    fn socket_fd(&self) -> i32;
+    #[doc(hidden)]
+    fn write_deadline(&self) -> Option<Instant>;
+}
+
+pub(crate) mod sealed {
+    pub trait Sealed {}
+}
+
+/// The plumbing every stream socket type shares, for a type with fields `sock: socket2::Socket`
+/// and `write_timeout_ns`: `Read`/`Write` on the owned value (delegating to the `&T` impls the
+/// type writes itself), the fd conversions, and `StreamSocket`.
+macro_rules! stream_plumbing {
+    ($t:ty) => {
+        impl std::io::Read for $t {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                std::io::Read::read(&mut &*self, buf)
+            }
+
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [std::io::IoSliceMut<'_>],
+            ) -> std::io::Result<usize> {
+                std::io::Read::read_vectored(&mut &*self, bufs)
+            }
+        }
+
+        impl std::io::Write for $t {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                std::io::Write::write(&mut &*self, buf)
+            }
+
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                std::io::Write::write_vectored(&mut &*self, bufs)
+            }
+
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+
+        impl std::os::fd::AsRawFd for $t {
+            fn as_raw_fd(&self) -> std::os::fd::RawFd {
+                std::os::fd::AsRawFd::as_raw_fd(&self.sock)
+            }
+        }
+
+        impl std::os::fd::AsFd for $t {
+            fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                std::os::fd::AsFd::as_fd(&self.sock)
+            }
+        }
+
+        impl std::os::fd::IntoRawFd for $t {
+            fn into_raw_fd(self) -> std::os::fd::RawFd {
+                std::os::fd::IntoRawFd::into_raw_fd(self.sock)
+            }
+        }
+
+        impl From<$t> for std::os::fd::OwnedFd {
+            fn from(s: $t) -> std::os::fd::OwnedFd {
+                s.sock.into()
+            }
+        }
+
+        impl $crate::net::sockio::sealed::Sealed for $t {}
+
+        impl $crate::net::sockio::StreamSocket for $t {
+            fn socket_fd(&self) -> i32 {
+                std::os::fd::AsRawFd::as_raw_fd(&self.sock)
+            }
+
+            fn write_deadline(&self) -> Option<std::time::Instant> {
+                $crate::net::sockio::deadline(&self.write_timeout_ns)
+            }
+        }
+    };
+}
+pub(crate) use stream_plumbing;

@@ -1,0 +1,172 @@
+//! Files and file sending on both I/O backends, and from plain threads.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+
+use weft::fs::{send_file, send_file_with, File, SendFileMethod};
+use weft::net::{TcpListener, TcpStream, UnixStream};
+use weft::{Cluster, IoBackend};
+
+fn backends() -> Vec<IoBackend> {
+    match std::env::var("WEFT_TEST_IO") {
+        Ok(list) => list.split(',').map(|b| b.parse().unwrap()).collect(),
+        Err(_) => vec![IoBackend::Uring, IoBackend::Epoll],
+    }
+}
+
+fn cluster(backend: IoBackend) -> Cluster {
+    let c = Cluster::builder()
+        .name(format!("fs-{backend}"))
+        .processors(2)
+        .io(backend)
+        .build()
+        .unwrap();
+    assert_eq!(c.io_backend(), backend);
+    c
+}
+
+fn temp_path(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("weft-fs-{}-{tag}", std::process::id()))
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 % 253) as u8).collect()
+}
+
+/// Writes, reads back (hot and after dropping the page cache), stats.
+fn file_round_trip(tag: &str) {
+    let path = temp_path(tag);
+    let data = pattern(300_000);
+    {
+        let f = File::create(&path).unwrap();
+        f.write_all_at(&data[..1000], 0).unwrap();
+        f.write_all_at(&data[1000..], 1000).unwrap();
+        f.sync_all().unwrap();
+    }
+    let f = File::open(&path).unwrap();
+    let md = f.metadata().unwrap();
+    assert_eq!(md.len(), data.len() as u64);
+    assert!(md.is_file() && !md.is_dir());
+    assert_eq!(md.ino(), std::fs::metadata(&path).unwrap().ino_compat());
+    let mut back = vec![0u8; data.len()];
+    f.read_exact_at(&mut back, 0).unwrap();
+    assert!(back == data, "{tag}: hot read differs");
+    // Evict the pages: the epoll path's RWF_NOWAIT read now fails over to the blocking pool.
+    // SAFETY: advice on our own descriptor.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let mut part = vec![0u8; 5000];
+    f.read_exact_at(&mut part, 123_456).unwrap();
+    assert!(
+        part[..] == data[123_456..128_456],
+        "{tag}: cold read differs"
+    );
+    assert_eq!(f.read_at(&mut part, data.len() as u64).unwrap(), 0, "EOF");
+    // The cursor API.
+    let mut g = File::options().read(true).write(true).open(&path).unwrap();
+    g.seek(SeekFrom::Start(10)).unwrap();
+    let mut four = [0u8; 4];
+    g.read_exact(&mut four).unwrap();
+    assert_eq!(four[..], data[10..14]);
+    g.seek(SeekFrom::End(0)).unwrap();
+    g.write_all(b"tail").unwrap();
+    assert_eq!(g.metadata().unwrap().len(), data.len() as u64 + 4);
+    drop((f, g));
+    std::fs::remove_file(&path).unwrap();
+    assert!(File::open(&path).is_err());
+}
+
+trait InoCompat {
+    fn ino_compat(&self) -> u64;
+}
+
+impl InoCompat for std::fs::Metadata {
+    fn ino_compat(&self) -> u64 {
+        std::os::unix::fs::MetadataExt::ino(self)
+    }
+}
+
+#[test]
+fn files_on_both_backends_and_plain_threads() {
+    for backend in backends() {
+        cluster(backend)
+            .spawn(move || file_round_trip(&format!("rt-{backend}")))
+            .join()
+            .unwrap();
+    }
+    file_round_trip("thread");
+}
+
+fn receive_all(listener: TcpListener) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        got
+    })
+}
+
+#[test]
+fn send_file_sends_the_exact_bytes_every_way() {
+    let path = temp_path("send");
+    let data = pattern(1_048_576 + 3);
+    std::fs::write(&path, &data).unwrap();
+    let methods = [
+        SendFileMethod::Auto,
+        SendFileMethod::Sendfile,
+        SendFileMethod::Splice,
+        SendFileMethod::ReadSend,
+    ];
+    for backend in backends() {
+        let c = cluster(backend);
+        for method in methods {
+            for (offset, len) in [
+                (0usize, 4096usize),
+                (5, 65_536),
+                (0, data.len()),
+                (100, 1 << 30),
+            ] {
+                let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+                let addr = listener.local_addr().unwrap();
+                let peer = receive_all(listener);
+                let p = path.clone();
+                let sent = c
+                    .spawn(move || {
+                        let f = File::open(&p).unwrap();
+                        let s = TcpStream::connect(addr).unwrap();
+                        let n = send_file_with(method, &f, offset as u64, len, &s).unwrap();
+                        s.shutdown(std::net::Shutdown::Write).unwrap();
+                        n
+                    })
+                    .join()
+                    .unwrap();
+                let want = &data[offset..(offset + len).min(data.len())];
+                assert_eq!(sent, want.len(), "{backend} {method:?} {offset}+{len}");
+                let got = peer.join().unwrap();
+                assert!(
+                    got == want,
+                    "{backend} {method:?} {offset}+{len}: bytes differ"
+                );
+            }
+        }
+    }
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn send_file_to_a_unix_stream_and_from_a_plain_thread() {
+    let path = temp_path("send-unix");
+    let data = pattern(200_000);
+    std::fs::write(&path, &data).unwrap();
+    let (a, b) = UnixStream::pair().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        (&b).read_to_end(&mut got).unwrap();
+        got
+    });
+    let f = File::open(&path).unwrap();
+    assert_eq!(send_file(&f, 0, data.len(), &a).unwrap(), data.len());
+    drop(a);
+    assert!(reader.join().unwrap() == data);
+    std::fs::remove_file(&path).unwrap();
+}
