@@ -84,7 +84,7 @@ fi
 awk -v section="$section" '
     function emit(  line) { while ((getline line < section) > 0) print line; close(section); done = 1 }
     /^## / { if (skipping) { skipping = 0; print "" } }
-    /^## Scheduler micro-benchmarks/ { emit(); skipping = 1; next }
+    /^## Scheduler micro-benchmarks$/ { emit(); skipping = 1; next }
     !skipping { print }
     END { if (!done) { print ""; emit() } }
 ' "$DOC" >"$DOC.new"
