@@ -168,12 +168,18 @@ pub(crate) fn current_unparker() -> Unparker {
 
 /// Parks the caller until unparked, `deadline` passes, or the current fiber is cancelled.
 pub(crate) fn park(deadline: Option<Instant>) -> Parked {
-    if fiber::in_fiber() {
-        if fiber::is_cancelled() {
+    // One thread-local read for the whole park: the fiber's record stays valid across the
+    // switch even when it resumes on another thread.
+    let me = fiber::current_fiber_ptr();
+    if !me.is_null() {
+        // SAFETY: `me` is the fiber running here.
+        if unsafe { fiber::fiber_is_cancelled(me) } {
             return Parked::Cancelled;
         }
-        fiber::park_current(deadline);
-        if fiber::is_cancelled() {
+        // SAFETY: `me` is the fiber running here and we are on its stack.
+        unsafe { fiber::park_fiber(me, deadline) };
+        // SAFETY: `me` is still this fiber's own record, wherever it resumed.
+        if unsafe { fiber::fiber_is_cancelled(me) } {
             return Parked::Cancelled;
         }
     } else {

@@ -72,24 +72,53 @@ unsafe fn suspend(me: *const Fiber, reason: Suspend) {
 /// Parks the current fiber until unparked or `deadline` (the fiber half of `park::park`).
 pub(crate) fn park_current(deadline: Option<Instant>) {
     let me = current_fiber_ptr();
-    if me.is_null() {
-        return;
+    if !me.is_null() {
+        // SAFETY: `me` is the running fiber and we are on its stack.
+        unsafe { park_fiber(me, deadline) };
     }
-    // SAFETY: a non-null `current_fiber_ptr` is the fiber running here, alive while it runs.
+}
+
+/// Parks the fiber `me` until unparked or `deadline`.
+///
+/// # Safety
+/// `me` must be the fiber running on this thread (from `current_fiber_ptr`), and the caller must
+/// run on its stack. `me` stays valid after the switch (it is the caller's own record), even if
+/// the fiber resumes on another thread.
+pub(crate) unsafe fn park_fiber(me: *const Fiber, deadline: Option<Instant>) {
+    // SAFETY: per the contract `me` is the running fiber, alive while it runs.
     let fiber = unsafe { &*me };
     if self::core::take_token(fiber) {
         return;
     }
     let timer = match deadline {
         Some(d) if Instant::now() >= d => return,
-        Some(d) => runtime::add_timer(d, current_ref().expect("running in a fiber")),
+        Some(d) => {
+            // SAFETY: `me` came from `Arc::as_ptr` of the Task the processor holds while the
+            // fiber runs; one more strong count makes the timer's reference.
+            let own = unsafe {
+                std::sync::Arc::increment_strong_count(me);
+                FiberRef(std::sync::Arc::from_raw(me))
+            };
+            runtime::add_timer(d, own)
+        }
         None => None,
     };
-    // SAFETY: `me` is the running fiber and we are on its stack.
+    // SAFETY: forwarded from the caller.
     unsafe { suspend(me, Suspend::Park) };
     if let Some(timer) = timer {
         timer.cancel();
     }
+}
+
+/// Whether the fiber `me` has been cancelled.
+///
+/// # Safety
+/// `me` must be a live fiber (the running one, in practice).
+pub(crate) unsafe fn fiber_is_cancelled(me: *const Fiber) -> bool {
+    // SAFETY: per the contract.
+    unsafe { &*me }
+        .cancelled
+        .load(std::sync::atomic::Ordering::Acquire)
 }
 
 /// Whether the current fiber has been cancelled (always `false` outside fibers).
