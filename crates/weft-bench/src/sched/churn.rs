@@ -72,11 +72,7 @@ pub(super) fn weft(setup: &Setup) -> io::Result<Measured> {
     }
     let ops = harness::sum_weft(handles)?;
     cluster.shutdown();
-    Ok(Measured {
-        ops,
-        seconds,
-        ..Measured::default()
-    })
+    Ok(Measured::throughput(ops, seconds))
 }
 
 pub(super) fn tokio(setup: &Setup) -> io::Result<Measured> {
@@ -128,9 +124,5 @@ pub(super) fn tokio(setup: &Setup) -> io::Result<Measured> {
         sem.add_permits(n);
     }
     let ops = harness::sum_tokio(&rt, handles)?;
-    Ok(Measured {
-        ops,
-        seconds,
-        ..Measured::default()
-    })
+    Ok(Measured::throughput(ops, seconds))
 }

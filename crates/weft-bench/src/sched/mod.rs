@@ -258,6 +258,17 @@ struct Measured {
     extra: Vec<Record>,
 }
 
+impl Measured {
+    /// A plain throughput result: `ops` operations in `seconds`.
+    fn throughput(ops: u64, seconds: f64) -> Measured {
+        Measured {
+            ops,
+            seconds,
+            ..Measured::default()
+        }
+    }
+}
+
 /// The resolved setup a benchmark body runs with.
 #[derive(Debug, Clone)]
 struct Setup {

@@ -103,11 +103,7 @@ pub(super) fn weft(setup: &Setup, payload: Payload) -> io::Result<Measured> {
     });
     let ops = harness::sum_weft(handles)?;
     cluster.shutdown();
-    Ok(Measured {
-        ops,
-        seconds,
-        ..Measured::default()
-    })
+    Ok(Measured::throughput(ops, seconds))
 }
 
 pub(super) fn tokio(setup: &Setup, payload: Payload) -> io::Result<Measured> {
@@ -149,9 +145,5 @@ pub(super) fn tokio(setup: &Setup, payload: Payload) -> io::Result<Measured> {
         }
     });
     let ops = harness::sum_tokio(&rt, handles)?;
-    Ok(Measured {
-        ops,
-        seconds,
-        ..Measured::default()
-    })
+    Ok(Measured::throughput(ops, seconds))
 }

@@ -119,11 +119,7 @@ pub(super) fn weft(setup: &Setup) -> io::Result<Measured> {
     let seconds = flags.run_for(setup.params.duration, || {});
     let ops = harness::sum_weft(handles)?;
     cluster.shutdown();
-    Ok(Measured {
-        ops,
-        seconds,
-        ..Measured::default()
-    })
+    Ok(Measured::throughput(ops, seconds))
 }
 
 pub(super) fn tokio(setup: &Setup) -> io::Result<Measured> {
@@ -144,9 +140,5 @@ pub(super) fn tokio(setup: &Setup) -> io::Result<Measured> {
         .collect();
     let seconds = flags.run_for(setup.params.duration, || {});
     let ops = harness::sum_tokio(&rt, handles)?;
-    Ok(Measured {
-        ops,
-        seconds,
-        ..Measured::default()
-    })
+    Ok(Measured::throughput(ops, seconds))
 }

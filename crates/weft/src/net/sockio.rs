@@ -143,11 +143,60 @@ pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
-/// The plumbing every stream socket type shares, for a type with fields `sock: socket2::Socket`
-/// and `write_timeout_ns`: `Read`/`Write` on the owned value (delegating to the `&T` impls the
-/// type writes itself), the fd conversions, and `StreamSocket`.
+/// The plumbing every stream socket type shares, for a type with fields `sock: socket2::Socket`,
+/// `read_timeout_ns` and `write_timeout_ns` and a `from_socket` constructor: the timeout
+/// accessors, `try_clone`, `take_error`, `Read`/`Write` on the owned value (delegating to the
+/// `&T` impls the type writes itself), the fd conversions, and `StreamSocket`.
 macro_rules! stream_plumbing {
     ($t:ty) => {
+        impl $t {
+            /// Every later read gives up after `timeout` with error kind `TimedOut` (`None`:
+            /// never). A zero duration is an error, as in `std`.
+            pub fn set_read_timeout(
+                &self,
+                timeout: Option<std::time::Duration>,
+            ) -> std::io::Result<()> {
+                self.read_timeout_ns.store(
+                    $crate::net::sockio::timeout_ns(timeout)?,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+                Ok(())
+            }
+
+            /// Every later write gives up after `timeout` with error kind `TimedOut` (`None`:
+            /// never). A zero duration is an error, as in `std`.
+            pub fn set_write_timeout(
+                &self,
+                timeout: Option<std::time::Duration>,
+            ) -> std::io::Result<()> {
+                self.write_timeout_ns.store(
+                    $crate::net::sockio::timeout_ns(timeout)?,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+                Ok(())
+            }
+
+            /// The read timeout.
+            pub fn read_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
+                Ok($crate::net::sockio::stored_timeout(&self.read_timeout_ns))
+            }
+
+            /// The write timeout.
+            pub fn write_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
+                Ok($crate::net::sockio::stored_timeout(&self.write_timeout_ns))
+            }
+
+            /// A second handle to the same connection (a `dup`ed descriptor); timeouts start
+            /// unset.
+            pub fn try_clone(&self) -> std::io::Result<$t> {
+                Ok(<$t>::from_socket(self.sock.try_clone()?))
+            }
+
+            /// Takes the pending socket error (`SO_ERROR`).
+            pub fn take_error(&self) -> std::io::Result<Option<std::io::Error>> {
+                self.sock.take_error()
+            }
+        }
         impl std::io::Read for $t {
             fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
                 std::io::Read::read(&mut &*self, buf)

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use io_uring::{opcode, types::Fd};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::sockio::{self, deadline, set_errno, stored_timeout, timeout_ns};
+use super::sockio::{self, deadline, set_errno};
 use crate::io::op::{self, Dir};
 
 /// Default `listen(2)` backlog (the kernel clamps it to `net.core.somaxconn`).
@@ -331,41 +331,6 @@ impl TcpStream {
     /// Whether `TCP_NODELAY` is set.
     pub fn nodelay(&self) -> io::Result<bool> {
         self.sock.tcp_nodelay()
-    }
-
-    /// Every later read gives up after `timeout` with error kind `TimedOut` (`None`: never).
-    /// A zero duration is an error, as in `std`.
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.read_timeout_ns
-            .store(timeout_ns(timeout)?, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// Every later write gives up after `timeout` with error kind `TimedOut` (`None`: never).
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.write_timeout_ns
-            .store(timeout_ns(timeout)?, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// The read timeout.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(stored_timeout(&self.read_timeout_ns))
-    }
-
-    /// The write timeout.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(stored_timeout(&self.write_timeout_ns))
-    }
-
-    /// A second handle to the same connection (a `dup`ed descriptor); timeouts start unset.
-    pub fn try_clone(&self) -> io::Result<TcpStream> {
-        Ok(TcpStream::from_socket(self.sock.try_clone()?))
-    }
-
-    /// Takes the pending socket error (`SO_ERROR`).
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.sock.take_error()
     }
 }
 

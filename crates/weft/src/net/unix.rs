@@ -11,13 +11,12 @@ use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::AtomicU64;
 
 use io_uring::{opcode, types::Fd};
 use socket2::{Domain, SockAddr, Socket, Type};
 
-use super::sockio::{self, deadline, stored_timeout, timeout_ns};
+use super::sockio::{self, deadline};
 use crate::io::op::{self, Dir};
 
 /// Default `listen(2)` backlog (the kernel clamps it to `net.core.somaxconn`).
@@ -165,40 +164,6 @@ impl UnixStream {
     /// Shuts down the read half, the write half, or both.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.sock.shutdown(how)
-    }
-
-    /// Every later read gives up after `timeout` with error kind `TimedOut` (`None`: never).
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.read_timeout_ns
-            .store(timeout_ns(timeout)?, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// Every later write gives up after `timeout` with error kind `TimedOut` (`None`: never).
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.write_timeout_ns
-            .store(timeout_ns(timeout)?, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// The read timeout.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(stored_timeout(&self.read_timeout_ns))
-    }
-
-    /// The write timeout.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(stored_timeout(&self.write_timeout_ns))
-    }
-
-    /// A second handle to the same connection (a `dup`ed descriptor); timeouts start unset.
-    pub fn try_clone(&self) -> io::Result<UnixStream> {
-        Ok(UnixStream::from_socket(self.sock.try_clone()?))
-    }
-
-    /// Takes the pending socket error (`SO_ERROR`).
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.sock.take_error()
     }
 }
 

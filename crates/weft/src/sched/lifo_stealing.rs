@@ -71,13 +71,7 @@ impl Policy for LifoStealing {
     }
 
     fn local(self: Arc<Self>, index: usize) -> Box<dyn LocalQueue> {
-        let worker = self
-            .workers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(index)
-            .and_then(Option::take)
-            .unwrap_or_else(|| panic!("lifo-stealing: no processor {index}, or asked twice"));
+        let worker = super::take_owner_half(&self.workers, index, self.name());
         Box::new(Local {
             shared: self,
             index,

@@ -95,6 +95,24 @@ pub trait LocalQueue: Send {
     }
 }
 
+/// Hands processor `index` its owner half, kept in `owners` until `Policy::local` asks for it.
+///
+/// # Panics
+/// When `index` is out of range or its half was already taken: the cluster calls `local` once
+/// per processor, so either means a broken cluster.
+pub(crate) fn take_owner_half<T>(
+    owners: &std::sync::Mutex<Vec<Option<T>>>,
+    index: usize,
+    policy: &str,
+) -> T {
+    owners
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_mut(index)
+        .and_then(Option::take)
+        .unwrap_or_else(|| panic!("{policy}: no processor {index}, or asked twice"))
+}
+
 /// A policy the runtime knows by name.
 pub struct PolicyInfo {
     /// The name used on command lines.

@@ -71,13 +71,7 @@ impl Policy for WorkStealing {
     }
 
     fn local(self: Arc<Self>, index: usize) -> Box<dyn LocalQueue> {
-        let ring = self
-            .owners
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(index)
-            .and_then(Option::take)
-            .unwrap_or_else(|| panic!("work-stealing: no processor {index}, or asked twice"));
+        let ring = super::take_owner_half(&self.owners, index, self.name());
         Box::new(Local {
             shared: self,
             index,
