@@ -120,6 +120,103 @@ fn echo_round_trip_between_fibers() {
     }
 }
 
+/// Connections that open and close one after another reuse descriptor numbers all the time,
+/// sometimes through a `dup` that outlives the original (the epoll entry for the old file then
+/// stays): each new socket must still be woken (the epoll backend adds every socket to a
+/// processor's epoll once, edge-triggered, and remembers that in the socket, not by number).
+#[test]
+fn reused_descriptor_numbers_still_wake_their_new_sockets() {
+    for backend in backends() {
+        let c = cluster(backend, 2);
+        let addr = echo_server(&c);
+        let rounds = c
+            .spawn(move || {
+                let mut kept = Vec::new();
+                for i in 0..2_000u32 {
+                    let s = TcpStream::connect(addr).unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    let reader = s.try_clone().unwrap();
+                    reader
+                        .set_read_timeout(Some(Duration::from_secs(10)))
+                        .unwrap();
+                    // Every other round the original closes first and the clone lives on a
+                    // while; the rest close both at once.
+                    let msg = i.to_le_bytes();
+                    (&s).write_all(&msg).unwrap();
+                    if i % 2 == 0 {
+                        drop(s);
+                        let mut back = [0u8; 4];
+                        (&reader).read_exact(&mut back).unwrap();
+                        assert_eq!(back, msg, "{backend}: round {i}");
+                        kept.push(reader);
+                        if kept.len() > 8 {
+                            kept.remove(0);
+                        }
+                    } else {
+                        let mut back = [0u8; 4];
+                        (&reader).read_exact(&mut back).unwrap();
+                        assert_eq!(back, msg, "{backend}: round {i}");
+                    }
+                    if i % 16 == 0 {
+                        weft::yield_now();
+                    }
+                }
+                2_000u32
+            })
+            .join()
+            .unwrap();
+        assert_eq!(rounds, 2_000);
+    }
+}
+
+/// After a short receive a stream waits for the next read edge instead of trying (epoll) or
+/// polls first (uring). Data that arrives while nobody waits (the readiness report comes and
+/// goes with no waiter) must still be read, and end of stream must keep reading as 0.
+#[test]
+fn data_arriving_while_nobody_waits_is_read_and_end_of_stream_repeats() {
+    for backend in backends() {
+        let c = cluster(backend, 1);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = std::thread::spawn(move || {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.write_all(b"a").unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+            // Arrives while the server fiber sleeps, not waiting on the socket.
+            s.write_all(b"b").unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+            s.write_all(b"c").unwrap();
+            // Then end of stream.
+        });
+        let got = c
+            .spawn(move || {
+                let (s, _) = listener.accept().unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut buf = [0u8; 64];
+                let mut got = Vec::new();
+                let n = (&s).read(&mut buf).unwrap();
+                got.extend_from_slice(&buf[..n]);
+                // The processor idles in its driver meanwhile and sees "b" arrive.
+                weft::sleep(Duration::from_millis(100)).unwrap();
+                while got.len() < 3 {
+                    let n = (&s)
+                        .read(&mut buf)
+                        .unwrap_or_else(|e| panic!("{backend}: {e}"));
+                    assert!(n > 0, "{backend}: early end of stream");
+                    got.extend_from_slice(&buf[..n]);
+                }
+                for _ in 0..3 {
+                    assert_eq!((&s).read(&mut buf).unwrap(), 0, "{backend}: end of stream");
+                }
+                got
+            })
+            .join()
+            .unwrap();
+        client.join().unwrap();
+        assert_eq!(got, b"abc", "{backend}");
+    }
+}
+
 #[test]
 fn a_thousand_concurrent_connections_on_two_processors() {
     raise_nofile(8192);

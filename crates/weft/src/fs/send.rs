@@ -28,7 +28,7 @@ use std::time::Instant;
 use io_uring::{opcode, types::Fd};
 
 use super::File;
-use crate::io::op::{self, Dir};
+use crate::io::op::{self, Dir, Registration};
 use crate::net::sockio::{self, StreamSocket};
 
 /// On uring, ranges up to this many bytes use `sendfile(2)` under [`SendFileMethod::Auto`],
@@ -94,6 +94,7 @@ pub fn send_file_with(
 ) -> io::Result<usize> {
     let deadline = stream.write_deadline();
     let sock = stream.socket_fd();
+    let reg = stream.registration();
     let uring = crate::io::backend() == Some(crate::IoBackend::Uring);
     let method = match method {
         SendFileMethod::Auto if uring && len > AUTO_SENDFILE_MAX_BYTES => SendFileMethod::Splice,
@@ -101,9 +102,11 @@ pub fn send_file_with(
         m => m,
     };
     match method {
-        SendFileMethod::ReadSend => read_send(file, offset, len, sock, deadline),
-        SendFileMethod::Splice if uring => splice(file.as_raw_fd(), offset, len, sock, deadline),
-        _ => sendfile(file.as_raw_fd(), offset, len, sock, deadline),
+        SendFileMethod::ReadSend => read_send(file, offset, len, sock, reg, deadline),
+        SendFileMethod::Splice if uring => {
+            splice(file.as_raw_fd(), offset, len, sock, reg, deadline)
+        }
+        _ => sendfile(file.as_raw_fd(), offset, len, sock, reg, deadline),
     }
 }
 
@@ -112,6 +115,7 @@ fn read_send(
     offset: u64,
     len: usize,
     sock: i32,
+    reg: &Registration,
     deadline: Option<Instant>,
 ) -> io::Result<usize> {
     let mut buf = vec![0u8; len.min(READ_CHUNK_BYTES)];
@@ -124,7 +128,7 @@ fn read_send(
         }
         let mut out = &buf[..n];
         while !out.is_empty() {
-            match sockio::send(sock, out, deadline)? {
+            match sockio::send(sock, reg, out, deadline)? {
                 0 => return Err(io::ErrorKind::WriteZero.into()),
                 k => out = &out[k..],
             }
@@ -139,6 +143,7 @@ fn sendfile(
     offset: u64,
     len: usize,
     sock: i32,
+    reg: &Registration,
     deadline: Option<Instant>,
 ) -> io::Result<usize> {
     let mut sent = 0;
@@ -160,7 +165,7 @@ fn sendfile(
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
             Some(libc::EINTR) => {}
-            Some(libc::EAGAIN) => op::wait_ready(sock, Dir::Write, deadline)?,
+            Some(libc::EAGAIN) => op::wait_ready(sock, reg, Dir::Write, deadline)?,
             _ => return Err(e),
         }
     }
@@ -214,6 +219,7 @@ fn splice(
     offset: u64,
     len: usize,
     sock: i32,
+    reg: &Registration,
     deadline: Option<Instant>,
 ) -> io::Result<usize> {
     let pipe = Pipe::take()?;
@@ -262,7 +268,7 @@ fn splice(
             .expect("on a uring processor")?;
             match r {
                 n if n > 0 => drained += n as usize,
-                n if n == -libc::EAGAIN => op::wait_ready(sock, Dir::Write, deadline)?,
+                n if n == -libc::EAGAIN => op::wait_ready(sock, reg, Dir::Write, deadline)?,
                 0 => return Err(io::ErrorKind::WriteZero.into()),
                 n => return Err(io::Error::from_raw_os_error(-n)),
             }

@@ -22,6 +22,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 
+pub(crate) use super::driver::epoll::Registration;
 use super::driver::{Driver, DriverShared};
 use crate::fiber::{self, FiberRef};
 use crate::park::{park, Parked};
@@ -193,13 +194,20 @@ pub(crate) fn current_driver<'a>() -> Option<&'a Driver> {
 }
 
 /// Waits until `fd` is ready for `dir`, for code that tries non-blocking syscalls (the epoll
-/// backend, and plain threads, which block in `poll(2)`).
-pub(crate) fn wait_ready(fd: i32, dir: Dir, deadline: Option<Instant>) -> io::Result<()> {
+/// backend, and plain threads, which block in `poll(2)`). Call it only after such a syscall
+/// failed with `EAGAIN` (the epoll backend is edge-triggered); `reg` is the socket's record
+/// of the epolls that watch it.
+pub(crate) fn wait_ready(
+    fd: i32,
+    reg: &Registration,
+    dir: Dir,
+    deadline: Option<Instant>,
+) -> io::Result<()> {
     match current_driver() {
         Some(Driver::Epoll(e)) => {
             let driver = current_driver().expect("checked");
             let record = Completion::new(driver, fd, dir);
-            e.register(&record)?;
+            e.register(&record, reg)?;
             record.wait(deadline).map(|_| ())
         }
         Some(Driver::Uring(u)) => {
@@ -332,11 +340,18 @@ pub(crate) unsafe fn linked_pair_on_uring(
 ///   with `errno` on failure) is tried, and on `EAGAIN` the caller waits for readiness in
 ///   direction `dir` and tries again.
 ///
+/// `drained` (receives only) says the caller's previous receive came back short. On uring the
+/// `sqe` closure uses it (poll first); on epoll, if no read edge was reported since, the
+/// syscall is skipped and the fiber waits straight away.
+///
 /// # Safety
 /// The pointers in the entry `sqe` builds must be valid for the duration of this call.
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn run(
     fd: i32,
+    reg: &Registration,
     dir: Dir,
+    drained: bool,
     deadline: Option<Instant>,
     sqe: impl FnOnce() -> io_uring::squeue::Entry,
     mut sys: impl FnMut() -> isize,
@@ -360,9 +375,20 @@ pub(crate) unsafe fn run(
         }
         // The kernel reports EAGAIN for a non-blocking descriptor in some cases: fall through
         // to readiness waiting (a POLL_ADD on the ring) and the syscall.
-        wait_ready(fd, dir, deadline)?;
+        wait_ready(fd, reg, dir, deadline)?;
+    } else if drained && dir == Dir::Read {
+        if let Some(Driver::Epoll(e)) = current_driver() {
+            if e.drained_still(fd, reg) {
+                wait_ready(fd, reg, dir, deadline)?;
+            }
+        }
     }
     loop {
+        if dir == Dir::Read {
+            if let Some(Driver::Epoll(e)) = current_driver() {
+                e.receiving(fd);
+            }
+        }
         let r = sys();
         if r >= 0 {
             return Ok(r as usize);
@@ -370,7 +396,7 @@ pub(crate) unsafe fn run(
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
             Some(libc::EINTR) => {}
-            Some(libc::EAGAIN) => wait_ready(fd, dir, deadline)?,
+            Some(libc::EAGAIN) => wait_ready(fd, reg, dir, deadline)?,
             _ => return Err(e),
         }
         if fiber::is_cancelled() {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{opcode, types::Fd};
 
-use crate::io::op::{self, Dir};
+use crate::io::op::{self, Dir, Registration};
 
 /// The longest single read or write handed to the kernel.
 const MAX_IO_BYTES: usize = i32::MAX as usize;
@@ -53,11 +53,13 @@ const RECV_POLL_FIRST: u16 = 1;
 
 /// `recv(2)` on a connected stream socket, as the caller's context does it.
 ///
-/// `poll_first` (uring only) tells the kernel the socket is probably empty, so it arms its
-/// poll without first trying a receive that would fail: callers pass whether their previous
-/// receive came back short (the socket was drained then), as in request/response traffic.
+/// `poll_first` says the socket is probably empty: callers pass whether their previous
+/// receive came back short and non-empty (the socket was drained then), as in request/response
+/// traffic. io_uring then arms its poll without first trying a receive that would fail; the
+/// epoll driver waits straight away unless a read edge came since (see `driver/epoll.rs`).
 pub(crate) fn recv(
     fd: i32,
+    reg: &Registration,
     buf: &mut [u8],
     deadline: Option<Instant>,
     poll_first: bool,
@@ -69,7 +71,9 @@ pub(crate) fn recv(
     unsafe {
         op::run(
             fd,
+            reg,
             Dir::Read,
+            poll_first,
             deadline,
             || {
                 opcode::Recv::new(Fd(fd), ptr, len as u32)
@@ -82,14 +86,21 @@ pub(crate) fn recv(
 }
 
 /// `send(2)` with `MSG_NOSIGNAL` on a connected stream socket.
-pub(crate) fn send(fd: i32, buf: &[u8], deadline: Option<Instant>) -> io::Result<usize> {
+pub(crate) fn send(
+    fd: i32,
+    reg: &Registration,
+    buf: &[u8],
+    deadline: Option<Instant>,
+) -> io::Result<usize> {
     let len = buf.len().min(MAX_IO_BYTES);
     let ptr = buf.as_ptr();
     // SAFETY: as in `recv`.
     unsafe {
         op::run(
             fd,
+            reg,
             Dir::Write,
+            false,
             deadline,
             || {
                 opcode::Send::new(Fd(fd), ptr, len as u32)
@@ -104,6 +115,7 @@ pub(crate) fn send(fd: i32, buf: &[u8], deadline: Option<Instant>) -> io::Result
 /// `sendmsg(2)` of several buffers with `MSG_NOSIGNAL`.
 pub(crate) fn send_vectored(
     fd: i32,
+    reg: &Registration,
     bufs: &[io::IoSlice<'_>],
     deadline: Option<Instant>,
 ) -> io::Result<usize> {
@@ -118,7 +130,9 @@ pub(crate) fn send_vectored(
     unsafe {
         op::run(
             fd,
+            reg,
             Dir::Write,
+            false,
             deadline,
             || {
                 opcode::SendMsg::new(Fd(fd), msg_ptr)
@@ -137,6 +151,8 @@ pub trait StreamSocket: sealed::Sealed {
     fn socket_fd(&self) -> i32;
     #[doc(hidden)]
     fn write_deadline(&self) -> Option<Instant>;
+    #[doc(hidden)]
+    fn registration(&self) -> &Registration;
 }
 
 pub(crate) mod sealed {
@@ -144,7 +160,8 @@ pub(crate) mod sealed {
 }
 
 /// The plumbing every stream socket type shares, for a type with fields `sock: socket2::Socket`,
-/// `read_timeout_ns` and `write_timeout_ns` and a `from_socket` constructor: the timeout
+/// `reg` (its epoll [`Registration`]), `read_timeout_ns` and `write_timeout_ns` and a
+/// `from_socket` constructor: the timeout
 /// accessors, `try_clone`, `take_error`, `Read`/`Write` on the owned value (delegating to the
 /// `&T` impls the type writes itself), the fd conversions, and `StreamSocket`.
 macro_rules! stream_plumbing {
@@ -257,6 +274,10 @@ macro_rules! stream_plumbing {
 
             fn write_deadline(&self) -> Option<std::time::Instant> {
                 $crate::net::sockio::deadline(&self.write_timeout_ns)
+            }
+
+            fn registration(&self) -> &$crate::io::op::Registration {
+                &self.reg
             }
         }
     };

@@ -10,7 +10,7 @@ use io_uring::{opcode, types::Fd};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::sockio::{self, deadline, set_errno};
-use crate::io::op::{self, Dir};
+use crate::io::op::{self, Dir, Registration};
 
 /// Default `listen(2)` backlog (the kernel clamps it to `net.core.somaxconn`).
 const DEFAULT_BACKLOG: i32 = 1024;
@@ -91,6 +91,7 @@ impl TcpListenerBuilder {
             sock.listen(self.backlog)?;
             Ok(TcpListener {
                 sock,
+                reg: Registration::new(),
                 logged_out_of_fds: AtomicBool::new(false),
             })
         })
@@ -101,6 +102,8 @@ impl TcpListenerBuilder {
 #[derive(Debug)]
 pub struct TcpListener {
     sock: Socket,
+    /// The epoll instances that watch it.
+    reg: Registration,
     /// Whether the "out of descriptors" condition was reported (it is reported once).
     logged_out_of_fds: AtomicBool,
 }
@@ -161,7 +164,9 @@ impl TcpListener {
             SockAddr::try_init(|storage, len| {
                 op::run(
                     fd,
+                    &self.reg,
                     Dir::Read,
+                    false,
                     None,
                     || {
                         opcode::Accept::new(Fd(fd), storage.cast(), len)
@@ -205,12 +210,15 @@ impl AsFd for TcpListener {
 #[derive(Debug)]
 pub struct TcpStream {
     sock: Socket,
+    /// The epoll instances that watch it.
+    reg: Registration,
     /// Read timeout in nanoseconds; 0 for none.
     read_timeout_ns: AtomicU64,
     /// Write timeout in nanoseconds; 0 for none.
     write_timeout_ns: AtomicU64,
     /// Whether the last receive came back short (the socket was drained): the next one then
-    /// asks io_uring to poll first rather than try a receive that would fail.
+    /// asks io_uring to poll first rather than try a receive that would fail, and on epoll
+    /// waits straight away unless a read edge came meanwhile.
     recv_drained: AtomicBool,
 }
 
@@ -218,6 +226,7 @@ impl TcpStream {
     fn from_socket(sock: Socket) -> TcpStream {
         TcpStream {
             sock,
+            reg: Registration::new(),
             read_timeout_ns: AtomicU64::new(0),
             write_timeout_ns: AtomicU64::new(0),
             recv_drained: AtomicBool::new(false),
@@ -238,12 +247,15 @@ impl TcpStream {
         let sock = new_socket(addr)?;
         let sa = SockAddr::from(*addr);
         let fd = sock.as_raw_fd();
+        let stream = TcpStream::from_socket(sock);
         let mut started = false;
         // SAFETY: `sa` outlives the call.
         unsafe {
             op::run(
                 fd,
+                &stream.reg,
                 Dir::Write,
+                false,
                 deadline,
                 || opcode::Connect::new(Fd(fd), sa.as_ptr().cast(), sa.len()).build(),
                 || {
@@ -276,33 +288,40 @@ impl TcpStream {
                 },
             )?;
         }
-        Ok(TcpStream::from_socket(sock))
+        Ok(stream)
     }
 
     fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
         let poll_first = self.recv_drained.load(Ordering::Relaxed);
         let r = sockio::recv(
             self.sock.as_raw_fd(),
+            &self.reg,
             buf,
             deadline(&self.read_timeout_ns),
             poll_first,
         );
-        if let Ok(n) = r {
-            let drained = n < buf.len();
-            if drained != poll_first {
-                self.recv_drained.store(drained, Ordering::Relaxed);
-            }
+        // Only a short, non-empty receive says the socket was drained: after end of stream
+        // or an error no further readiness may come, so the next receive must try.
+        let drained = matches!(r, Ok(n) if n > 0 && n < buf.len());
+        if drained != poll_first {
+            self.recv_drained.store(drained, Ordering::Relaxed);
         }
         r
     }
 
     fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        sockio::send(self.sock.as_raw_fd(), buf, deadline(&self.write_timeout_ns))
+        sockio::send(
+            self.sock.as_raw_fd(),
+            &self.reg,
+            buf,
+            deadline(&self.write_timeout_ns),
+        )
     }
 
     fn send_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         sockio::send_vectored(
             self.sock.as_raw_fd(),
+            &self.reg,
             bufs,
             deadline(&self.write_timeout_ns),
         )
@@ -379,6 +398,7 @@ impl From<std::net::TcpListener> for TcpListener {
         let _ = sock.set_nonblocking(true);
         TcpListener {
             sock,
+            reg: Registration::new(),
             logged_out_of_fds: AtomicBool::new(false),
         }
     }

@@ -17,7 +17,7 @@ use io_uring::{opcode, types::Fd};
 use socket2::{Domain, SockAddr, Socket, Type};
 
 use super::sockio::{self, deadline};
-use crate::io::op::{self, Dir};
+use crate::io::op::{self, Dir, Registration};
 
 /// Default `listen(2)` backlog (the kernel clamps it to `net.core.somaxconn`).
 const DEFAULT_BACKLOG: i32 = 1024;
@@ -37,6 +37,8 @@ fn std_view(fd: RawFd) -> ManuallyDrop<std::os::unix::net::UnixStream> {
 #[derive(Debug)]
 pub struct UnixListener {
     sock: Socket,
+    /// The epoll instances that watch it.
+    reg: Registration,
 }
 
 impl UnixListener {
@@ -45,7 +47,10 @@ impl UnixListener {
         let sock = new_socket()?;
         sock.bind(&SockAddr::unix(path)?)?;
         sock.listen(DEFAULT_BACKLOG)?;
-        Ok(UnixListener { sock })
+        Ok(UnixListener {
+            sock,
+            reg: Registration::new(),
+        })
     }
 
     /// Waits for a connection.
@@ -58,7 +63,9 @@ impl UnixListener {
             SockAddr::try_init(|storage, len| {
                 op::run(
                     fd,
+                    &self.reg,
                     Dir::Read,
+                    false,
                     None,
                     || {
                         opcode::Accept::new(Fd(fd), storage.cast(), len)
@@ -103,6 +110,8 @@ impl AsFd for UnixListener {
 #[derive(Debug)]
 pub struct UnixStream {
     sock: Socket,
+    /// The epoll instances that watch it.
+    reg: Registration,
     /// Read timeout in nanoseconds; 0 for none.
     read_timeout_ns: AtomicU64,
     /// Write timeout in nanoseconds; 0 for none.
@@ -113,6 +122,7 @@ impl UnixStream {
     fn from_socket(sock: Socket) -> UnixStream {
         UnixStream {
             sock,
+            reg: Registration::new(),
             read_timeout_ns: AtomicU64::new(0),
             write_timeout_ns: AtomicU64::new(0),
         }
@@ -126,11 +136,14 @@ impl UnixStream {
         let sock = new_socket()?;
         let sa = SockAddr::unix(path)?;
         let fd = sock.as_raw_fd();
+        let stream = UnixStream::from_socket(sock);
         // SAFETY: `sa` outlives the call.
         unsafe {
             op::run(
                 fd,
+                &stream.reg,
                 Dir::Write,
+                false,
                 None,
                 || opcode::Connect::new(Fd(fd), sa.as_ptr().cast(), sa.len()).build(),
                 || {
@@ -142,7 +155,7 @@ impl UnixStream {
                 },
             )?;
         }
-        Ok(UnixStream::from_socket(sock))
+        Ok(stream)
     }
 
     /// A connected pair of streams (`socketpair(2)`).
@@ -171,6 +184,7 @@ impl Read for &UnixStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         sockio::recv(
             self.sock.as_raw_fd(),
+            &self.reg,
             buf,
             deadline(&self.read_timeout_ns),
             false,
@@ -188,12 +202,18 @@ impl Read for &UnixStream {
 
 impl Write for &UnixStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        sockio::send(self.sock.as_raw_fd(), buf, deadline(&self.write_timeout_ns))
+        sockio::send(
+            self.sock.as_raw_fd(),
+            &self.reg,
+            buf,
+            deadline(&self.write_timeout_ns),
+        )
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         sockio::send_vectored(
             self.sock.as_raw_fd(),
+            &self.reg,
             bufs,
             deadline(&self.write_timeout_ns),
         )

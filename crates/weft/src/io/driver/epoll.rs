@@ -1,21 +1,31 @@
-//! The epoll driver: readiness, one-shot, per processor (the libfibre / Go netpoller shape).
+//! The epoll driver: readiness, edge-triggered, per processor (the Go netpoller / tokio shape).
 //!
 //! Descriptors are non-blocking. A fiber tries the syscall; on `EAGAIN` it registers its
 //! [`Completion`] as the reader or writer of the descriptor on its processor's epoll and parks;
 //! the processor's next `epoll_wait` wakes it and it tries again.
 //!
-//! One epoll entry per descriptor carries the union of its waiters' interests with
-//! `EPOLLONESHOT`, and `data` is the descriptor number, looked up in this processor's waiter
-//! table. A readiness report for a descriptor nobody waits on (closed and reused, or already
-//! cancelled) is ignored; a fiber woken for nothing simply finds `EAGAIN` and registers again,
-//! so a stale report can cost a spurious wake-up but never a wrong result.
-//! A fiber that later runs on another processor registers there; the old processor's entry stays
-//! disarmed (one-shot) until the descriptor closes.
+//! A descriptor is added to a processor's epoll once, the first time a fiber waits on it there,
+//! for both directions with `EPOLLET`, and stays until the kernel drops it when the file
+//! closes: a wait costs no `epoll_ctl`. The socket remembers which processors' epolls watch it
+//! in its [`Registration`], so the add is skipped after the first time.
+//!
+//! Architecture Invariant (no lost wake-up with edge triggering): a fiber registers as a
+//! waiter only after a syscall on the descriptor said `EAGAIN`, and only this processor's
+//! thread calls `epoll_wait` on its instance, which it cannot do between the fiber's failed
+//! syscall and its registration. Any readiness after the failed syscall is therefore a new
+//! edge, queued by the kernel and reported to the registered waiter; readiness before it was
+//! seen by the syscall itself. `EPOLL_CTL_ADD` reports the current state, so the first add is
+//! covered too.
+//!
+//! `data` is the descriptor number, looked up in this processor's waiter table. A report for a
+//! descriptor nobody waits on (no waiter then, closed and reused, already cancelled) is ignored;
+//! a fiber woken for nothing simply finds `EAGAIN` and registers again, so a stale report can
+//! cost a spurious wake-up but never a wrong result.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -30,13 +40,44 @@ const EVENTS: usize = 256;
 /// a syscall.
 const POLL_INTERVAL: u64 = 61;
 
-/// The fibers waiting on one descriptor on this processor. Usually one reader and one
-/// writer; several when fibers share a socket (say, many acceptors on one listener), and then
-/// readiness wakes them all and they race for the data (the losers register again).
+/// Numbers the epoll instances of the process, so a [`Registration`] can name them.
+static NEXT_EPOLL_ID: AtomicU64 = AtomicU64::new(0);
+
+/// Which processors' epoll instances already watch a socket: bit `i` for the instance numbered
+/// `i < 64`. Instances numbered 64 and up (only after many clusters came and went) always try
+/// the add, which reports `EEXIST` when it was done before: correct, one syscall slower.
+///
+/// A bit is set only after a successful add (or `EEXIST`), and the kernel keeps the entry while
+/// the descriptor is open, which is at least as long as the socket owning this value.
+#[doc(hidden)]
+#[derive(Debug, Default)]
+pub struct Registration(AtomicU64);
+
+impl Registration {
+    /// Watched by no epoll yet.
+    pub const fn new() -> Registration {
+        Registration(AtomicU64::new(0))
+    }
+}
+
+/// What this processor knows about one descriptor: who waits on it, and whether a read edge
+/// came since the last receive. Usually one reader and one writer; several when fibers share a
+/// socket (say, many acceptors on one listener), and then readiness wakes them all and they
+/// race for the data (the losers register again).
 /// Entries are kept once created, so a busy descriptor does not allocate per wait; the table
-/// is bounded by the process's descriptor limit.
+/// is indexed by descriptor number and so bounded by the process's descriptor limit.
 #[derive(Default)]
 struct FdWaiters {
+    /// Whether a read edge (or hang-up, or error) may have come since a fiber on this processor
+    /// last started a receive on the descriptor. `true` when unknown: set when the descriptor is
+    /// added to the epoll and by every readable report, cleared just before each receive.
+    /// While it is `false` and the last receive came back short (the socket was drained), no
+    /// data arrived since, except what a report still queued in the kernel will announce, so a
+    /// reader may skip the receive and wait (the tokio "short read clears readiness" rule).
+    read_edge: bool,
+    /// Whether a hang-up or error was reported: sticky, as no edge follows it, so readers
+    /// always try (the receive returns end of stream or the error).
+    read_closed: bool,
     /// The waiting readers' `Completion`s.
     read: Vec<usize>,
     /// The waiting writers' `Completion`s.
@@ -47,8 +88,10 @@ struct FdWaiters {
 pub(crate) struct Epoll {
     pub(crate) shared: Arc<DriverShared>,
     epfd: OwnedFd,
+    /// This instance's number (see [`Registration`]).
+    id: u64,
     /// Who waits on which descriptor. Touched only on the owning thread.
-    waiters: RefCell<HashMap<RawFd, FdWaiters>>,
+    waiters: RefCell<Vec<FdWaiters>>,
     /// How many records `waiters` holds in all: with none, `poll` skips the syscall.
     waiting: Cell<usize>,
     /// Scratch list of records to wake.
@@ -86,7 +129,8 @@ impl Epoll {
         Ok(Epoll {
             shared,
             epfd,
-            waiters: RefCell::new(HashMap::new()),
+            id: NEXT_EPOLL_ID.fetch_add(1, Ordering::Relaxed),
+            waiters: RefCell::new(Vec::new()),
             waiting: Cell::new(0),
             ready: RefCell::new(Vec::new()),
             events: RefCell::new(vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS]),
@@ -94,31 +138,90 @@ impl Epoll {
         })
     }
 
-    /// Adds `record` to the waiters of its descriptor and direction and arms the epoll entry.
-    /// The caller parks until the record is DONE.
-    pub(crate) fn register(&self, record: &Completion) -> io::Result<()> {
+    /// Adds `record` to the waiters of its descriptor and direction, first adding the
+    /// descriptor to this epoll if `reg` says it is not watched here yet. The caller parks until
+    /// the record is DONE.
+    pub(crate) fn register(&self, record: &Completion, reg: &Registration) -> io::Result<()> {
         let fd = record.fd;
+        self.watch(fd, reg)?;
         let me = record as *const Completion as usize;
-        {
-            let mut waiters = self.waiters.borrow_mut();
-            let w = waiters.entry(fd).or_default();
-            match record.dir {
-                Dir::Read => w.read.push(me),
-                Dir::Write => w.write.push(me),
-            }
+        let mut waiters = self.waiters.borrow_mut();
+        let w = &mut waiters[fd as usize];
+        match record.dir {
+            Dir::Read => w.read.push(me),
+            Dir::Write => w.write.push(me),
         }
         self.waiting.set(self.waiting.get() + 1);
-        if let Err(e) = self.arm(fd) {
-            self.remove(fd, record.dir, me);
-            return Err(e);
-        }
         Ok(())
+    }
+
+    /// Makes sure this epoll watches `fd` (both directions, edge-triggered).
+    fn watch(&self, fd: RawFd, reg: &Registration) -> io::Result<()> {
+        let index = usize::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+        {
+            let mut waiters = self.waiters.borrow_mut();
+            if waiters.len() <= index {
+                waiters.resize_with(index + 1, FdWaiters::default);
+            }
+        }
+        let bit = self.bit();
+        if bit != 0 && reg.0.load(Ordering::Relaxed) & bit != 0 {
+            return Ok(());
+        }
+        // A new entry (or an old one the kernel dropped when a file closed) knows nothing.
+        let mut waiters = self.waiters.borrow_mut();
+        waiters[index].read_edge = true;
+        waiters[index].read_closed = false;
+        drop(waiters);
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+            u64: fd as u64,
+        };
+        // SAFETY: `ev` is valid; a bad `fd` is reported as an error.
+        let r = unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        if r < 0 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EEXIST) {
+                return Err(err);
+            }
+        }
+        reg.0.fetch_or(bit, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// This instance's bit in a [`Registration`] (0 for instances numbered 64 and up).
+    fn bit(&self) -> u64 {
+        if self.id < 64 {
+            1u64 << self.id
+        } else {
+            0
+        }
+    }
+
+    /// Whether a reader whose last receive came back short may skip trying again and wait:
+    /// this epoll watches the socket and saw no read edge since the last receive here.
+    pub(crate) fn drained_still(&self, fd: RawFd, reg: &Registration) -> bool {
+        let bit = self.bit();
+        if bit == 0 || reg.0.load(Ordering::Relaxed) & bit == 0 {
+            return false;
+        }
+        let waiters = self.waiters.borrow();
+        waiters
+            .get(fd as usize)
+            .is_some_and(|w| !w.read_edge && !w.read_closed)
+    }
+
+    /// Notes that a receive on `fd` starts now (see [`FdWaiters::read_edge`]).
+    pub(crate) fn receiving(&self, fd: RawFd) {
+        if let Some(w) = self.waiters.borrow_mut().get_mut(fd as usize) {
+            w.read_edge = false;
+        }
     }
 
     /// Takes `record` out of `fd`'s `dir` waiters; whether it was there.
     fn remove(&self, fd: RawFd, dir: Dir, record: usize) -> bool {
         let mut waiters = self.waiters.borrow_mut();
-        let Some(w) = waiters.get_mut(&fd) else {
+        let Some(w) = waiters.get_mut(fd as usize) else {
             return false;
         };
         let list = match dir {
@@ -133,43 +236,9 @@ impl Epoll {
         true
     }
 
-    /// Arms `fd`'s entry with the union of its waiters' interests.
-    fn arm(&self, fd: RawFd) -> io::Result<()> {
-        let events = {
-            let waiters = self.waiters.borrow();
-            let Some(w) = waiters.get(&fd) else {
-                return Ok(());
-            };
-            let mut events = libc::EPOLLONESHOT as u32;
-            if !w.read.is_empty() {
-                events |= (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
-            }
-            if !w.write.is_empty() {
-                events |= libc::EPOLLOUT as u32;
-            }
-            events
-        };
-        let mut ev = libc::epoll_event {
-            events,
-            u64: fd as u64,
-        };
-        let epfd = self.epfd.as_raw_fd();
-        // SAFETY: `ev` is valid; a bad `fd` is reported as an error.
-        let r = unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, fd, &mut ev) };
-        if r == 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::ENOENT) {
-            return Err(err);
-        }
-        // SAFETY: as above.
-        cvt(unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) }).map(|_| ())
-    }
-
     /// Withdraws `record` (on this thread). If it was still waiting it completes with
-    /// `ECANCELED`; either way the cancel is acknowledged. The epoll entry may stay armed: a
-    /// report for nobody is ignored.
+    /// `ECANCELED`; either way the cancel is acknowledged. The epoll entry stays: a report for
+    /// nobody is ignored.
     pub(crate) fn cancel(&self, record: *const Completion) {
         // SAFETY: the record lives until its fiber sees DONE and ACK, which only happens below.
         let (fd, dir) = unsafe { ((*record).fd, (*record).dir) };
@@ -243,47 +312,29 @@ impl Epoll {
             let readable = flags & ((libc::EPOLLIN | libc::EPOLLRDHUP) as u32 | err) != 0;
             let writable = flags & (libc::EPOLLOUT as u32 | err) != 0;
             let mut ready = self.ready.borrow_mut();
-            let rearm = {
+            {
                 let mut waiters = self.waiters.borrow_mut();
-                let Some(w) = waiters.get_mut(&fd) else {
+                let Some(w) = waiters.get_mut(fd as usize) else {
                     continue;
                 };
+                if flags & (libc::EPOLLRDHUP as u32 | err) != 0 {
+                    w.read_closed = true;
+                }
                 if readable {
+                    w.read_edge = true;
                     ready.append(&mut w.read);
                 }
                 if writable {
                     ready.append(&mut w.write);
                 }
-                !w.read.is_empty() || !w.write.is_empty()
-            };
+            }
             self.waiting.set(self.waiting.get() - ready.len());
             woken += ready.len();
             for record in ready.drain(..) {
                 // SAFETY: a registered record lives until its fiber sees DONE.
                 unsafe { Completion::finish(record, Some(0), DONE) };
             }
-            drop(ready);
-            if rearm {
-                // The one-shot entry fired for one direction; keep the other armed. On error
-                // the remaining waiters are woken to find out for themselves.
-                if self.arm(fd).is_err() {
-                    self.wake_all_on(fd);
-                }
-            }
         }
         woken
-    }
-
-    fn wake_all_on(&self, fd: RawFd) {
-        let mut ready = Vec::new();
-        if let Some(w) = self.waiters.borrow_mut().get_mut(&fd) {
-            ready.append(&mut w.read);
-            ready.append(&mut w.write);
-        }
-        self.waiting.set(self.waiting.get() - ready.len());
-        for record in ready {
-            // SAFETY: as in `wait`.
-            unsafe { Completion::finish(record, Some(0), DONE) };
-        }
     }
 }
