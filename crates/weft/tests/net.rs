@@ -217,6 +217,65 @@ fn data_arriving_while_nobody_waits_is_read_and_end_of_stream_repeats() {
     }
 }
 
+/// A fiber whose socket always has data never has to park (on epoll every receive succeeds
+/// at once); it must still be made to yield now and then, or the other fibers of its processor
+/// (here one waiting on timers) would starve.
+#[test]
+fn a_reader_whose_socket_never_runs_dry_does_not_starve_its_processor() {
+    for backend in backends() {
+        let c = cluster(backend, 1);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flooder = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                let block = [7u8; 64 * 1024];
+                while !stop.load(Ordering::Relaxed) {
+                    if s.write_all(&block).is_err() {
+                        return;
+                    }
+                }
+            })
+        };
+        let ticker_done = Arc::new(AtomicBool::new(false));
+        let ticker = {
+            let done = ticker_done.clone();
+            c.spawn(move || {
+                for _ in 0..20 {
+                    weft::sleep(Duration::from_millis(1)).unwrap();
+                }
+                done.store(true, Ordering::Relaxed);
+            })
+        };
+        let reads_cap = 3_000_000u64;
+        let reads = {
+            let done = ticker_done.clone();
+            c.spawn(move || {
+                let (s, _) = listener.accept().unwrap();
+                let mut byte = [0u8; 1];
+                let mut reads = 0u64;
+                // One byte at a time: the flooder keeps the socket full.
+                while !done.load(Ordering::Relaxed) && reads < reads_cap {
+                    assert_eq!((&s).read(&mut byte).unwrap(), 1);
+                    reads += 1;
+                }
+                reads
+            })
+            .join()
+            .unwrap()
+        };
+        stop.store(true, Ordering::Relaxed);
+        ticker.join().unwrap();
+        flooder.join().unwrap();
+        assert!(
+            reads < reads_cap,
+            "{backend}: the timer fiber never ran while the reader read {reads} times"
+        );
+    }
+}
+
 #[test]
 fn a_thousand_concurrent_connections_on_two_processors() {
     raise_nofile(8192);

@@ -391,6 +391,7 @@ pub(crate) unsafe fn run(
         }
         let r = sys();
         if r >= 0 {
+            processor::spend_op_budget();
             return Ok(r as usize);
         }
         let e = io::Error::last_os_error();

@@ -59,6 +59,28 @@ thread_local! {
     /// The fiber being resumed on this thread right now, or null between fibers. Kept apart
     /// from `CURRENT` so that "which fiber am I" costs one thread-local read.
     static RUNNING: Cell<*const Fiber> = const { Cell::new(ptr::null()) };
+    /// Operations the running fiber may still complete without switching out; see
+    /// [`spend_op_budget`].
+    static OP_BUDGET: Cell<u32> = const { Cell::new(OP_BUDGET_PER_RUN) };
+}
+
+/// How many operations a fiber may complete in a row without switching out before it is made
+/// to yield (memcached's `-R`, tokio's co-operative budget): on epoll a socket that always has
+/// data would otherwise let one connection's fiber starve every other fiber of its processor.
+pub(crate) const OP_BUDGET_PER_RUN: u32 = 128;
+
+/// Counts one operation that completed without parking; when the running fiber has used up
+/// its budget it yields (to the back of the yield queue) and gets a fresh one on resumption.
+/// No-op outside fibers.
+pub(crate) fn spend_op_budget() {
+    let exhausted = OP_BUDGET.with(|b| {
+        let left = b.get().saturating_sub(1);
+        b.set(left);
+        left == 0
+    });
+    if exhausted && !running_fiber().is_null() {
+        crate::yield_now();
+    }
 }
 
 /// The fiber running on this thread, or null. Never inlined: see the module invariants.
@@ -216,6 +238,7 @@ impl Processor {
     fn run_task(&self, task: Task) {
         let fiber: &Fiber = &task.0;
         RUNNING.with(|r| r.set(Arc::as_ptr(&task.0)));
+        OP_BUDGET.with(|b| b.set(OP_BUDGET_PER_RUN));
         // SAFETY: this processor holds the fiber's only Task, so nobody else touches the
         // coroutine until it is handed on below.
         let coroutine =
