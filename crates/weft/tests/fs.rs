@@ -153,6 +153,63 @@ fn send_file_sends_the_exact_bytes_every_way() {
     std::fs::remove_file(&path).unwrap();
 }
 
+/// The running kernel's (major, minor) version.
+fn kernel_version() -> (u32, u32) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut parts = release.trim().split(['.', '-']);
+    let major = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    (major, minor)
+}
+
+/// A file evicted from the page cache is read on the blocking pool before `sendfile` sends it,
+/// so the processor never waits for the disk; the bytes are still exact.
+#[test]
+fn send_file_warms_a_cold_file_on_the_blocking_pool() {
+    let path = temp_path("send-cold");
+    let data = pattern(3 * 1_048_576 + 17);
+    std::fs::write(&path, &data).unwrap();
+    for backend in backends() {
+        {
+            // Evict it: written back first, then dropped from the page cache.
+            let f = std::fs::File::open(&path).unwrap();
+            f.sync_all().unwrap();
+            // SAFETY: plain fadvise on an open descriptor.
+            let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            assert_eq!(r, 0);
+        }
+        let before = weft::fs::cold_ranges_warmed();
+        let c = cluster(backend);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = receive_all(listener);
+        let p = path.clone();
+        let len = data.len();
+        let sent = c
+            .spawn(move || {
+                let f = File::open(&p).unwrap();
+                let s = TcpStream::connect(addr).unwrap();
+                let n = send_file_with(SendFileMethod::Sendfile, &f, 0, len, &s).unwrap();
+                s.shutdown(std::net::Shutdown::Write).unwrap();
+                n
+            })
+            .join()
+            .unwrap();
+        assert_eq!(sent, data.len(), "{backend}");
+        assert!(peer.join().unwrap() == data, "{backend}: bytes differ");
+        let warmed = weft::fs::cold_ranges_warmed() - before;
+        if kernel_version() >= (6, 5) {
+            assert!(
+                warmed > 0,
+                "{backend}: the cold file was not read on the blocking pool"
+            );
+        } else {
+            println!("kernel without cachestat(2): cold ranges cannot be detected");
+        }
+    }
+    std::fs::remove_file(&path).unwrap();
+}
+
 #[test]
 fn send_file_to_a_unix_stream_and_from_a_plain_thread() {
     let path = temp_path("send-unix");

@@ -23,8 +23,17 @@
 
 mod file;
 mod metadata;
+mod residency;
 mod send;
 
 pub use file::{File, OpenOptions};
 pub use metadata::Metadata;
 pub use send::{send_file, send_file_with, SendFileMethod, AUTO_SENDFILE_MAX_BYTES};
+
+/// How many cold file ranges `send_file` read on the blocking pool (warming the page cache)
+/// before sending them, rather than let `sendfile(2)` wait for the disk on a processor. For
+/// tests and diagnostics.
+#[doc(hidden)]
+pub fn cold_ranges_warmed() -> u64 {
+    residency::warmed()
+}

@@ -1,10 +1,12 @@
 //! [`send_file`]: a range of a file to a stream socket, three ways.
 //!
 //! - [`SendFileMethod::Sendfile`]: non-blocking `sendfile(2)`; on `EAGAIN` (socket buffer
-//!   full) the fiber parks until the socket is writable (a `POLL_ADD` on the ring, one-shot
+//!   full) the fiber parks until the socket is writable (a `POLL_ADD` on the ring, an
 //!   epoll interest, or `poll(2)` on a plain thread) and tries again; never a spin. The kernel
-//!   copies page-cache pages straight into socket buffers. Caveat: a cold file makes the
-//!   syscall itself wait for the disk on the calling processor.
+//!   copies page-cache pages straight into socket buffers. In a fiber each piece (at most
+//!   1 MiB) is first checked with `cachestat(2)`; a piece not fully cached is read once on the
+//!   blocking pool, which warms the page cache, so `sendfile` never waits for the disk on a
+//!   processor (`fs/residency.rs`).
 //! - [`SendFileMethod::Splice`] (uring only; elsewhere it is `Sendfile`): file → pipe → socket
 //!   as two `SPLICE` SQEs linked with `IOSQE_IO_LINK`, one submission per pipe-full; the pipes
 //!   come from a process-wide pool. The ring's workers do both halves, so a cold file never
@@ -27,7 +29,7 @@ use std::time::Instant;
 
 use io_uring::{opcode, types::Fd};
 
-use super::File;
+use super::{residency, File};
 use crate::io::op::{self, Dir, Registration};
 use crate::net::sockio::{self, StreamSocket};
 
@@ -152,7 +154,15 @@ fn sendfile(
             return Err(op::cancelled());
         }
         let mut off = (offset + sent as u64) as libc::off_t;
-        let count = (len - sent).min(MAX_SENDFILE_BYTES);
+        let mut count = (len - sent).min(MAX_SENDFILE_BYTES);
+        if crate::fiber::in_fiber() {
+            // A processor must not wait for the disk: check the range is cached, and warm it
+            // on the blocking pool when it is not.
+            count = count.min(residency::CHECK_CHUNK_BYTES);
+            if !residency::is_cached(file, off as u64, count) {
+                residency::warm(file, off as u64, count);
+            }
+        }
         // SAFETY: plain descriptors and a local offset.
         let r = unsafe { libc::sendfile(sock, file, &mut off, count) };
         if r > 0 {
