@@ -199,7 +199,21 @@ impl<T> Local<T> {
 
     /// Queues `value` at the back; when the ring is full, moves half of it plus `value` to
     /// `overflow` in one batch (or just `value`, when a stealer is freeing room right now).
-    pub fn push_back_or_overflow(&mut self, mut value: T, overflow: &impl Overflow<T>) {
+    #[inline]
+    pub fn push_back_or_overflow(&mut self, value: T, overflow: &impl Overflow<T>) {
+        // The common case, kept small enough to inline into the scheduler loop: room.
+        let (steal, _) = unpack(self.inner.head.load(Ordering::Acquire));
+        let tail = self.tail();
+        if tail.wrapping_sub(steal) < self.inner.capacity() {
+            self.write_and_publish(tail, value);
+            return;
+        }
+        self.push_back_or_overflow_slow(value, overflow);
+    }
+
+    /// [`Self::push_back_or_overflow`] when the ring looked full.
+    #[inline(never)]
+    fn push_back_or_overflow_slow(&mut self, mut value: T, overflow: &impl Overflow<T>) {
         let tail = loop {
             let head = self.inner.head.load(Ordering::Acquire);
             let (steal, real) = unpack(head);

@@ -114,10 +114,16 @@ impl Local {
         fair.min(self.ring.capacity() / 2)
     }
 
+    #[inline]
     fn pop_inject(&mut self) -> Option<Task> {
         if self.shared.inject.is_empty() {
             return None;
         }
+        self.pop_inject_batch()
+    }
+
+    #[inline(never)]
+    fn pop_inject_batch(&mut self) -> Option<Task> {
         let max = self.inject_share();
         self.shared.inject.pop_batch_into(&mut self.ring, max)
     }

@@ -251,7 +251,15 @@ impl Epoll {
         }
     }
 
+    #[inline]
     fn take_cancels(&self) {
+        if self.shared.has_cancels() {
+            self.take_cancels_now();
+        }
+    }
+
+    #[inline(never)]
+    fn take_cancels_now(&self) {
         let mut list = self.cancels.borrow_mut();
         self.shared.take_cancels(&mut list);
         for record in list.drain(..) {
@@ -259,6 +267,7 @@ impl Epoll {
         }
     }
 
+    #[inline]
     pub(crate) fn poll(&self, tick: u64, idle: bool) -> usize {
         self.take_cancels();
         if !idle && tick % POLL_INTERVAL != 0 {

@@ -108,10 +108,21 @@ impl DriverShared {
         self.waker.wake();
     }
 
+    /// Whether a cancel may be waiting for [`Self::take_cancels`].
+    #[inline]
+    pub(crate) fn has_cancels(&self) -> bool {
+        self.has_cancels.load(Ordering::Acquire)
+    }
+
+    #[inline]
     fn take_cancels(&self, into: &mut Vec<usize>) {
-        if !self.has_cancels.load(Ordering::Acquire) {
-            return;
+        if self.has_cancels.load(Ordering::Acquire) {
+            self.take_cancels_locked(into);
         }
+    }
+
+    #[inline(never)]
+    fn take_cancels_locked(&self, into: &mut Vec<usize>) {
         let mut list = self.cancels.lock().unwrap_or_else(|p| p.into_inner());
         self.has_cancels.store(false, Ordering::Relaxed);
         into.append(&mut list);
@@ -166,6 +177,7 @@ impl Driver {
     /// Drains completions without blocking and wakes their fibers. `idle` says the run queue
     /// is empty: submit everything now (uring) / ask the kernel even if it costs a syscall
     /// (epoll). Returns how many fibers were woken.
+    #[inline]
     pub(crate) fn poll(&self, tick: u64, idle: bool) -> usize {
         match self {
             Driver::Uring(u) => u.poll(tick, idle),

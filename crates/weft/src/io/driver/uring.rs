@@ -219,7 +219,15 @@ impl Uring {
         unsafe { self.push(&entry) };
     }
 
+    #[inline]
     fn take_cancels(&self) {
+        if self.shared.has_cancels() {
+            self.take_cancels_now();
+        }
+    }
+
+    #[inline(never)]
+    fn take_cancels_now(&self) {
         let mut list = self.cancels.borrow_mut();
         self.shared.take_cancels(&mut list);
         for record in list.drain(..) {
@@ -227,11 +235,17 @@ impl Uring {
         }
     }
 
+    #[inline]
     pub(crate) fn poll(&self, tick: u64, idle: bool) -> usize {
         // A forwarded cancel always names an operation in flight here, so it is not missed.
         if self.in_flight.get() == 0 && self.unsubmitted.get() == 0 {
             return 0;
         }
+        self.poll_ring(tick, idle)
+    }
+
+    #[inline(never)]
+    fn poll_ring(&self, tick: u64, idle: bool) -> usize {
         self.take_cancels();
         let need_enter = {
             let mut ring = self.ring.borrow_mut();
