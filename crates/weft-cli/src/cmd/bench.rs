@@ -312,7 +312,9 @@ mod tests {
         let mut argv = vec!["weft", "bench", "sched"];
         argv.extend_from_slice(args);
         let cli = TestCli::try_parse_from(argv)?;
-        let crate::cmd::Command::Bench(BenchArgs { command }) = cli.command;
+        let crate::cmd::Command::Bench(BenchArgs { command }) = cli.command else {
+            unreachable!("parsed `weft bench ...`")
+        };
         match command {
             BenchCommand::Sched(a) => Ok(a),
             _ => unreachable!(),

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod echo;
+pub mod http;
 pub mod sendfile;
 
 use clap::Subcommand;
@@ -10,11 +11,14 @@ use clap::Subcommand;
 pub enum Command {
     /// Run benchmarks (scheduler micro-benchmarks, ...) on weft and on tokio.
     Bench(bench::BenchArgs),
+    /// Serve a directory over HTTP/1.1 (static files) until SIGTERM.
+    Http(http::HttpArgs),
 }
 
 /// Runs a parsed subcommand.
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Bench(args) => bench::run(args),
+        Command::Http(args) => http::run(args),
     }
 }

@@ -1,0 +1,113 @@
+//! `weft http`: serve a directory over HTTP/1.1 (the weft-http crate) until SIGTERM/SIGINT.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum IoArg {
+    /// io_uring (falls back to epoll, with one log line, when the kernel refuses it).
+    Uring,
+    /// epoll.
+    Epoll,
+}
+
+/// Serve static files: GET/HEAD, keep-alive, pipelining, conditional and range requests.
+///
+/// Prints "listening on ADDR" to stderr once bound; on SIGTERM or SIGINT it stops accepting,
+/// finishes the responses in flight and exits 0.
+#[derive(Debug, Args)]
+pub struct HttpArgs {
+    /// The directory to serve [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+
+    /// Address and port to listen on.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+
+    /// Processors (OS threads running connection fibers).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    processors: u16,
+
+    /// Scheduling policy of the server's cluster [default: the runtime's default].
+    #[arg(long, value_parser = parse_scheduler)]
+    scheduler: Option<String>,
+
+    /// I/O backend [default: uring, epoll if unavailable].
+    #[arg(long, value_enum)]
+    io: Option<IoArg>,
+
+    /// Most connections open at once; more are answered 503 and closed.
+    #[arg(long, default_value_t = 16_384, value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: u64,
+
+    /// Append one line per response (combined log format) to FILE.
+    #[arg(long, value_name = "FILE")]
+    access_log: Option<PathBuf>,
+
+    /// Seconds a client may take to send a whole request head (then 408 and close).
+    #[arg(long, default_value_t = 30, value_name = "S")]
+    header_timeout: u64,
+
+    /// Seconds an idle kept-alive connection stays open.
+    #[arg(long, default_value_t = 75, value_name = "S")]
+    keepalive_timeout: u64,
+
+    /// Largest request body read and discarded (larger: 413).
+    #[arg(long, default_value_t = 1 << 20, value_name = "BYTES")]
+    max_body_bytes: u64,
+
+    /// Files up to this size are kept in memory and sent with the head in one write
+    /// (0: always send_file).
+    #[arg(long, default_value_t = weft_http::DEFAULT_MEMORY_MAX_BYTES, value_name = "BYTES")]
+    memory_max_bytes: u64,
+
+    /// Most files kept open in the open-file cache.
+    #[arg(long, default_value_t = 8192, value_name = "N")]
+    open_files: usize,
+
+    /// Serve symlinks that point outside the root (refused with 403 by default).
+    #[arg(long)]
+    allow_symlinks_outside_root: bool,
+}
+
+fn parse_scheduler(s: &str) -> Result<String, String> {
+    if weft::sched::names().contains(&s) {
+        Ok(s.to_owned())
+    } else {
+        Err(weft::sched::UnknownPolicy(s.to_owned()).to_string())
+    }
+}
+
+pub fn run(args: HttpArgs) -> anyhow::Result<()> {
+    let root = match args.root {
+        Some(r) => r,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let mut config = weft_http::Config::new(root);
+    config.listen = args.listen;
+    config.processors = usize::from(args.processors);
+    config.scheduler = args.scheduler;
+    config.io = args.io.map(|b| match b {
+        IoArg::Uring => weft::IoBackend::Uring,
+        IoArg::Epoll => weft::IoBackend::Epoll,
+    });
+    config.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
+    config.access_log = args.access_log;
+    config.header_timeout = Duration::from_secs(args.header_timeout.max(1));
+    config.keepalive_timeout = Duration::from_secs(args.keepalive_timeout.max(1));
+    config.max_body_bytes = args.max_body_bytes;
+    config.memory_max_bytes = args.memory_max_bytes;
+    config.open_file_cache_entries = args.open_files.max(1);
+    config.symlinks_may_leave_root = args.allow_symlinks_outside_root;
+    let server = weft_http::Server::bind(config)?;
+    weft_http::shutdown_on_signals(server.shutdown_handle())
+        .context("cannot install the SIGTERM handler")?;
+    eprintln!("listening on {}", server.local_addr());
+    server.run()?;
+    Ok(())
+}

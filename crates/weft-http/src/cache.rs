@@ -1,0 +1,312 @@
+//! The open-file cache: per path, an open descriptor, its metadata and the response header
+//! lines that depend only on the file, built once (and, for small files, the bytes).
+//!
+//! Invariants:
+//! - an entry is served without a system call for at most a second: after that the first
+//!   request re-`stat`s the path, and a different device, inode, size or modification time
+//!   (the file changed or was replaced) drops the entry and reopens through [`Root::open`];
+//! - entries are `Arc`s, so evicting or replacing one never closes a descriptor a response is
+//!   still sending from;
+//! - the shard locks are `std::sync::Mutex`es held only for a map lookup, insert or removal,
+//!   never across I/O or a park (the fiber contract); no two are ever held at once.
+//!
+//! Opening runs on the blocking pool (it may read directories from disk); revalidation is an
+//! `fstatat` on the processor (dentries of a path just served are in memory).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::root::{OpenError, Root};
+
+/// How many independent maps the cache is split into (fewer lock collisions between
+/// processors).
+const SHARDS: usize = 16;
+
+/// What a path names.
+pub enum Lookup {
+    File(Arc<CachedFile>),
+    Directory,
+}
+
+/// The identity a revalidation compares: a change in any of these means "reopen".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_secs: i64,
+    mtime_nsecs: i64,
+}
+
+/// One open file and what its responses need.
+pub struct CachedFile {
+    /// The open file `send_file` reads from.
+    pub file: weft::fs::File,
+    /// Its length in bytes when opened.
+    pub len: u64,
+    /// Modification time, whole seconds since the epoch (`If-Modified-Since`).
+    pub mtime_secs: u64,
+    /// `"mtime_hex-size_hex"`, quotes included (nginx's format).
+    pub etag: Box<[u8]>,
+    /// The `Last-Modified` value.
+    pub last_modified: [u8; crate::date::DATE_BYTES],
+    /// `Content-Type`, `Last-Modified`, `ETag` and `Accept-Ranges` header lines, CRLF-ended.
+    pub header_lines: Box<[u8]>,
+    /// The whole file, when it is at most `memory_max_bytes` long.
+    pub body: Option<Box<[u8]>>,
+    identity: Identity,
+    /// Cache-clock second of the last check against the path.
+    checked_secs: AtomicU64,
+}
+
+/// One shard: relative path → entry.
+type Shard = Mutex<HashMap<Box<[u8]>, Arc<CachedFile>>>;
+
+/// The cache; see the module docs.
+pub struct FileCache {
+    shards: Box<[Shard]>,
+    hasher: RandomState,
+    /// Most entries per shard; past it an arbitrary entry is dropped.
+    max_per_shard: usize,
+    /// Files up to this size are kept in memory too.
+    memory_max_bytes: u64,
+    /// The cache clock's origin (seconds are counted from here).
+    origin: Instant,
+}
+
+impl FileCache {
+    pub fn new(max_entries: usize, memory_max_bytes: u64) -> FileCache {
+        FileCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: RandomState::new(),
+            max_per_shard: max_entries.div_ceil(SHARDS).max(1),
+            memory_max_bytes,
+            origin: Instant::now(),
+        }
+    }
+
+    fn shard(&self, relative: &[u8]) -> &Shard {
+        &self.shards[self.hasher.hash_one(relative) as usize % SHARDS]
+    }
+
+    fn now_secs(&self) -> u64 {
+        self.origin.elapsed().as_secs()
+    }
+
+    /// Looks `relative` up below `root`: from the cache when the entry was checked this
+    /// second or the path still names the same file, otherwise by opening it.
+    pub fn lookup(&self, root: &Arc<Root>, relative: &[u8]) -> Result<Lookup, OpenError> {
+        let shard = self.shard(relative);
+        let cached = lock(shard).get(relative).cloned();
+        if let Some(entry) = cached {
+            let now = self.now_secs();
+            if entry.checked_secs.load(Ordering::Relaxed) == now {
+                return Ok(Lookup::File(entry));
+            }
+            if let Ok(st) = root.stat(relative) {
+                if identity_of_stat(&st) == entry.identity {
+                    entry.checked_secs.store(now, Ordering::Relaxed);
+                    return Ok(Lookup::File(entry));
+                }
+            }
+            let mut map = lock(shard);
+            if map
+                .get(relative)
+                .is_some_and(|current| Arc::ptr_eq(current, &entry))
+            {
+                map.remove(relative);
+            }
+        }
+        let opened = {
+            let root = root.clone();
+            let relative = relative.to_vec();
+            let memory_max_bytes = self.memory_max_bytes;
+            weft::blocking(move || open_entry(&root, &relative, memory_max_bytes))
+        }?;
+        let Some(mut entry) = opened else {
+            return Ok(Lookup::Directory);
+        };
+        entry.checked_secs = AtomicU64::new(self.now_secs());
+        let entry = Arc::new(entry);
+        let mut map = lock(shard);
+        if map.len() >= self.max_per_shard {
+            if let Some(victim) = map.keys().next().cloned() {
+                map.remove(&victim);
+            }
+        }
+        map.insert(relative.into(), entry.clone());
+        Ok(Lookup::File(entry))
+    }
+
+    /// How many entries the cache holds.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).len()).sum()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn identity_of_stat(st: &libc::stat) -> Identity {
+    Identity {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        len: st.st_size as u64,
+        mtime_secs: st.st_mtime,
+        mtime_nsecs: st.st_mtime_nsec,
+    }
+}
+
+/// Opens and describes a file (blocking); `None` for a directory.
+fn open_entry(
+    root: &Root,
+    relative: &[u8],
+    memory_max_bytes: u64,
+) -> Result<Option<CachedFile>, OpenError> {
+    let mut file = root.open(relative)?;
+    let meta = file.metadata().map_err(OpenError::from_io)?;
+    if meta.is_dir() {
+        return Ok(None);
+    }
+    if !meta.is_file() {
+        // Devices, FIFOs, sockets: never served (nginx answers 404 too).
+        return Err(OpenError::NotFound);
+    }
+    let identity = Identity {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        len: meta.len(),
+        mtime_secs: meta.mtime(),
+        mtime_nsecs: meta.mtime_nsec(),
+    };
+    let mtime_secs = meta.mtime().max(0) as u64;
+    let len = meta.len();
+    let body = if len <= memory_max_bytes {
+        let mut bytes = Vec::with_capacity(len as usize);
+        (&mut file)
+            .take(len)
+            .read_to_end(&mut bytes)
+            .map_err(OpenError::from_io)?;
+        if bytes.len() as u64 != len {
+            // Changed while being read; the next request's check reopens it.
+            return Err(OpenError::Other(std::io::Error::other(
+                "file changed while being read",
+            )));
+        }
+        Some(bytes.into_boxed_slice())
+    } else {
+        None
+    };
+    let etag = format!("\"{mtime_secs:x}-{len:x}\"").into_bytes();
+    let last_modified = crate::date::format(mtime_secs);
+    let content_type = mime_guess::from_path(std::ffi::OsStr::from_bytes(relative))
+        .first_raw()
+        .unwrap_or("application/octet-stream");
+    let mut header_lines = Vec::with_capacity(160);
+    header_lines.extend_from_slice(b"Content-Type: ");
+    header_lines.extend_from_slice(content_type.as_bytes());
+    header_lines.extend_from_slice(b"\r\nLast-Modified: ");
+    header_lines.extend_from_slice(&last_modified);
+    header_lines.extend_from_slice(b"\r\nETag: ");
+    header_lines.extend_from_slice(&etag);
+    header_lines.extend_from_slice(b"\r\nAccept-Ranges: bytes\r\n");
+    Ok(Some(CachedFile {
+        file: weft::fs::File::from(file),
+        len,
+        mtime_secs,
+        etag: etag.into_boxed_slice(),
+        last_modified,
+        header_lines: header_lines.into_boxed_slice(),
+        body,
+        identity,
+        checked_secs: AtomicU64::new(0),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (tempfile::TempDir, Arc<Root>) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.html"), b"hello").unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let root = Arc::new(Root::new(dir.path(), false).unwrap());
+        (dir, root)
+    }
+
+    fn file(l: Result<Lookup, OpenError>) -> Arc<CachedFile> {
+        match l {
+            Ok(Lookup::File(f)) => f,
+            _ => panic!("not a file"),
+        }
+    }
+
+    #[test]
+    fn describes_files() {
+        let (_dir, root) = setup();
+        let cache = FileCache::new(100, 1024);
+        let f = file(cache.lookup(&root, b"a.html"));
+        assert_eq!(f.len, 5);
+        assert_eq!(f.body.as_deref(), Some(&b"hello"[..]));
+        let etag = format!("\"{:x}-5\"", f.mtime_secs);
+        assert_eq!(&*f.etag, etag.as_bytes());
+        let lines = String::from_utf8(f.header_lines.to_vec()).unwrap();
+        assert!(
+            lines.starts_with("Content-Type: text/html\r\nLast-Modified: "),
+            "{lines}"
+        );
+        assert!(matches!(cache.lookup(&root, b"sub"), Ok(Lookup::Directory)));
+        assert!(matches!(
+            cache.lookup(&root, b"x"),
+            Err(OpenError::NotFound)
+        ));
+        let big = FileCache::new(100, 2);
+        assert!(file(big.lookup(&root, b"a.html")).body.is_none());
+    }
+
+    #[test]
+    fn hits_reuse_the_entry_and_changes_are_noticed() {
+        let (dir, root) = setup();
+        let cache = FileCache::new(100, 1024);
+        let first = file(cache.lookup(&root, b"a.html"));
+        let again = file(cache.lookup(&root, b"a.html"));
+        assert!(Arc::ptr_eq(&first, &again));
+        // A replaced file is noticed at the next check (forced here by aging the entry).
+        std::fs::write(dir.path().join("new"), b"changed!").unwrap();
+        std::fs::rename(dir.path().join("new"), dir.path().join("a.html")).unwrap();
+        again.checked_secs.store(u64::MAX, Ordering::Relaxed);
+        let changed = file(cache.lookup(&root, b"a.html"));
+        assert_eq!(changed.len, 8);
+        assert_eq!(changed.body.as_deref(), Some(&b"changed!"[..]));
+        // A deleted file is noticed too.
+        std::fs::remove_file(dir.path().join("a.html")).unwrap();
+        changed.checked_secs.store(u64::MAX, Ordering::Relaxed);
+        assert!(matches!(
+            cache.lookup(&root, b"a.html"),
+            Err(OpenError::NotFound)
+        ));
+    }
+
+    #[test]
+    fn bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..200 {
+            std::fs::write(dir.path().join(i.to_string()), b"x").unwrap();
+        }
+        let root = Arc::new(Root::new(dir.path(), false).unwrap());
+        let cache = FileCache::new(32, 0);
+        for i in 0..200 {
+            file(cache.lookup(&root, i.to_string().as_bytes()));
+        }
+        assert!(cache.len() <= 32, "{}", cache.len());
+    }
+}

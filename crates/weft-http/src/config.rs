@@ -1,0 +1,73 @@
+//! The server's settings, with the defaults an operator would expect.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything [`crate::Server::bind`] needs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The directory served.
+    pub root: PathBuf,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// Processors (OS threads) of the server's cluster.
+    pub processors: usize,
+    /// Scheduling policy (`None`: the runtime's default).
+    pub scheduler: Option<String>,
+    /// I/O backend (`None`: io_uring, epoll if refused).
+    pub io: Option<weft::IoBackend>,
+    /// Most connections open at once; more are answered 503 and closed.
+    pub max_connections: usize,
+    /// Where to append an access log line per response.
+    pub access_log: Option<PathBuf>,
+    /// Longest request line; longer → 414.
+    pub max_request_line_bytes: usize,
+    /// Largest request head; larger → 431.
+    pub max_head_bytes: usize,
+    /// Largest request body read and discarded (GET/HEAD carry none); larger → 413.
+    pub max_body_bytes: u64,
+    /// Time allowed for a whole request head once its first byte arrived; then 408 and close.
+    pub header_timeout: Duration,
+    /// Time a kept-alive connection may sit idle between requests; then it is closed.
+    pub keepalive_timeout: Duration,
+    /// Time a response may wait for the client to read; then the connection is closed.
+    pub send_timeout: Duration,
+    /// Most files kept open in the open-file cache.
+    pub open_file_cache_entries: usize,
+    /// Files up to this size are also kept in memory and sent with the head in one write
+    /// (`0`: every body goes through `send_file`).
+    pub memory_max_bytes: u64,
+    /// Whether symlinks may point outside the root.
+    pub symlinks_may_leave_root: bool,
+    /// Longest wait for responses in flight after a shutdown request.
+    pub shutdown_grace: Duration,
+}
+
+impl Config {
+    /// The defaults, serving `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Config {
+        Config {
+            root: root.into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            processors: 1,
+            scheduler: None,
+            io: None,
+            max_connections: 16_384,
+            access_log: None,
+            max_request_line_bytes: 8 * 1024,
+            max_head_bytes: 32 * 1024,
+            max_body_bytes: 1024 * 1024,
+            header_timeout: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(75),
+            send_timeout: Duration::from_secs(60),
+            open_file_cache_entries: 8192,
+            memory_max_bytes: DEFAULT_MEMORY_MAX_BYTES,
+            symlinks_may_leave_root: false,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Default for [`Config::memory_max_bytes`] (see docs/notes-http.md for the measurement).
+pub const DEFAULT_MEMORY_MAX_BYTES: u64 = 16 * 1024;

@@ -1,0 +1,471 @@
+//! One connection: read request heads into one buffer, answer every complete head in it
+//! (pipelining), batch the answers of one read into one write, repeat until the client or a
+//! limit ends it. Runs in its own fiber.
+//!
+//! Invariants:
+//! - the input buffer never grows past `max_head_bytes` plus one read's slack: a head that
+//!   does not fit is answered 431 (or 414) instead;
+//! - a response head is always followed by exactly the body bytes its `Content-Length`
+//!   promises, or the connection is closed (a file that shrank while being sent);
+//! - the connection is marked [`IDLE`] only while it waits for the first byte of a request
+//!   with nothing half-read; graceful shutdown cancels only idle connections, so a response in
+//!   flight is never cut (see `server.rs`).
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use weft::net::TcpStream;
+
+use crate::access_log;
+use crate::cache::{CachedFile, Lookup};
+use crate::range::{self, RangeAnswer};
+use crate::request::{self, HeadError, HeadLimits, Method, Parsed, Request};
+use crate::response;
+use crate::root::OpenError;
+use crate::server::Shared;
+use crate::target::parse_target;
+
+/// Waiting for a request with nothing half-read: shutdown may cancel it.
+pub const IDLE: u8 = 0;
+/// Reading a request or answering it: shutdown lets it finish.
+pub const BUSY: u8 = 1;
+/// Shutdown claimed it while idle and cancelled its fiber.
+pub const CLOSING: u8 = 2;
+
+/// First size of the input buffer.
+const INITIAL_BUF_BYTES: usize = 4096;
+/// Output buffered past this is written before answering the next pipelined request.
+const OUT_FLUSH_BYTES: usize = 64 * 1024;
+/// How long a closing connection keeps reading (and discarding) what the client still sends,
+/// so that closing does not reset the connection before the client read our answer.
+const LINGER: Duration = Duration::from_secs(2);
+/// At most this much is discarded while lingering.
+const LINGER_MAX_BYTES: usize = 1 << 20;
+
+/// What answering one request decided.
+struct Answered {
+    /// Keep the connection open for another request.
+    keep_alive: bool,
+    /// Request body bytes still to read and discard.
+    discard_bytes: u64,
+    /// When closing, linger: the client may still be sending a body we did not read.
+    linger: bool,
+}
+
+/// Serves `stream` until it closes; errors just end the connection.
+pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr, state: &AtomicU8) {
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_write_timeout(Some(shared.config.send_timeout));
+    let mut conn = Conn {
+        shared,
+        stream,
+        peer,
+        state,
+        out: Vec::with_capacity(1024),
+    };
+    if let Ok(Ending::Linger) = conn.run() {
+        conn.linger();
+    }
+}
+
+/// How a connection ends once `run` returns.
+enum Ending {
+    /// Just close.
+    Close,
+    /// Write our side's end, then read and discard for a while before closing.
+    Linger,
+}
+
+struct Conn<'a> {
+    shared: &'a Shared,
+    stream: TcpStream,
+    peer: SocketAddr,
+    state: &'a AtomicU8,
+    /// Responses not yet written.
+    out: Vec<u8>,
+}
+
+impl Conn<'_> {
+    fn run(&mut self) -> io::Result<Ending> {
+        let config = &self.shared.config;
+        let limits = HeadLimits {
+            max_request_line_bytes: config.max_request_line_bytes,
+            max_head_bytes: config.max_head_bytes,
+        };
+        let max_buf_bytes = config.max_head_bytes + INITIAL_BUF_BYTES;
+        let mut buf = vec![0u8; INITIAL_BUF_BYTES];
+        let (mut start, mut end) = (0usize, 0usize);
+        // When the first byte of the request being read arrived.
+        let mut head_started: Option<Instant> = None;
+        loop {
+            // Answer every complete head in the buffer.
+            while start < end {
+                let parsed = request::parse(&buf[start..end], &limits);
+                let (answered, used) = match parsed {
+                    Ok(Parsed::Complete(req, used)) => (self.answer(&req)?, used),
+                    Ok(Parsed::Partial) => break,
+                    Err(e) => {
+                        self.answer_head_error(e);
+                        self.flush()?;
+                        return Ok(Ending::Linger);
+                    }
+                };
+                start += used;
+                let mut discard = answered.discard_bytes;
+                let take = discard.min((end - start) as u64);
+                start += take as usize;
+                discard -= take;
+                if discard > 0 {
+                    self.flush()?;
+                    let deadline = Instant::now() + config.header_timeout;
+                    while discard > 0 {
+                        let n = self.read_until(&mut buf, deadline)?;
+                        if n == 0 {
+                            return Ok(Ending::Close);
+                        }
+                        let take = discard.min(n as u64) as usize;
+                        discard -= take as u64;
+                        (start, end) = (take, n);
+                    }
+                }
+                head_started = (start < end).then(Instant::now);
+                if !answered.keep_alive {
+                    self.flush()?;
+                    return Ok(if start < end || answered.linger {
+                        Ending::Linger
+                    } else {
+                        Ending::Close
+                    });
+                }
+                if self.out.len() >= OUT_FLUSH_BYTES {
+                    self.flush()?;
+                }
+            }
+            self.flush()?;
+            if start == end {
+                (start, end) = (0, 0);
+            } else if start > 0 {
+                buf.copy_within(start..end, 0);
+                (start, end) = (0, end - start);
+            }
+            if end == buf.len() {
+                buf.resize((buf.len() * 2).min(max_buf_bytes), 0);
+            }
+            let n = if end == 0 {
+                match self.read_idle(&mut buf)? {
+                    Some(n) => n,
+                    None => return Ok(Ending::Close),
+                }
+            } else {
+                let started = *head_started.get_or_insert_with(Instant::now);
+                match self.read_until(&mut buf[end..], started + config.header_timeout) {
+                    Ok(n) => n,
+                    Err(e) if is_timeout(&e) => {
+                        self.answer_simple(408, false, None);
+                        self.flush()?;
+                        return Ok(Ending::Linger);
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            if n == 0 {
+                return Ok(Ending::Close);
+            }
+            if end == 0 {
+                head_started = Some(Instant::now());
+            }
+            end += n;
+        }
+    }
+
+    /// Waits for the first bytes of a request on an empty buffer, marked [`IDLE`] so that
+    /// shutdown may cancel it; `None` when the connection should just close (idle timeout,
+    /// shutdown).
+    fn read_idle(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        self.state.store(IDLE, Ordering::SeqCst);
+        // Pairs with shutdown's store of `draining` then scan for IDLE (both SeqCst): either
+        // we see the flag here, or shutdown sees us idle and cancels the read below.
+        if self.shared.draining.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        let deadline = Instant::now() + self.shared.config.keepalive_timeout;
+        let got = self.read_until(buf, deadline);
+        if self
+            .state
+            .compare_exchange(IDLE, BUSY, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return Ok(None);
+        }
+        match got {
+            Ok(n) => Ok(Some(n)),
+            Err(e) if is_timeout(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn read_until(&mut self, buf: &mut [u8], deadline: Instant) -> io::Result<usize> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "deadline passed"));
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        loop {
+            match (&self.stream).read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.out.is_empty() {
+            let r = (&self.stream).write_all(&self.out);
+            self.out.clear();
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Closes our side, then reads and discards what the client still sends (for at most
+    /// [`LINGER`] and [`LINGER_MAX_BYTES`]), so our last response is not lost to a reset.
+    fn linger(&mut self) {
+        if self.stream.shutdown(Shutdown::Write).is_err() {
+            return;
+        }
+        let deadline = Instant::now() + LINGER;
+        let mut sink = [0u8; 4096];
+        let mut discarded = 0;
+        while discarded < LINGER_MAX_BYTES {
+            match self.read_until(&mut sink, deadline) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => discarded += n,
+            }
+        }
+    }
+
+    fn date(&self) -> [u8; crate::date::DATE_BYTES] {
+        self.shared.date.now()
+    }
+
+    /// A simple (HTML body) response; returns its body length.
+    fn answer_simple(&mut self, status: u16, keep_alive: bool, req: Option<&Request<'_>>) -> u64 {
+        let date = self.date();
+        let with_body = req.map_or(true, |r| r.method != Method::Head);
+        let extra: &[u8] = if status == 405 {
+            b"Allow: GET, HEAD\r\n"
+        } else {
+            b""
+        };
+        let n = response::simple(&mut self.out, status, &date, extra, keep_alive, with_body);
+        self.log(req, status, n);
+        n
+    }
+
+    fn answer_head_error(&mut self, e: HeadError) {
+        self.answer_simple(e.status(), false, None);
+    }
+
+    fn log(&self, req: Option<&Request<'_>>, status: u16, body_bytes: u64) {
+        let Some(log) = &self.shared.access_log else {
+            return;
+        };
+        log.record(&access_log::Entry {
+            peer: self.peer,
+            method: req.map_or("-", |r| r.method_raw),
+            target: req.map_or(b"-", |r| r.target),
+            minor_version: req.map_or(1, |r| r.minor_version),
+            status,
+            body_bytes,
+            referer: req.and_then(|r| r.referer),
+            user_agent: req.and_then(|r| r.user_agent),
+        });
+    }
+
+    /// Answers one request (into `out`, or by writing it when the body goes by `send_file`).
+    fn answer(&mut self, req: &Request<'_>) -> io::Result<Answered> {
+        let draining = self.shared.draining.load(Ordering::Relaxed);
+        let mut keep_alive = req.keep_alive && !draining;
+        let body_bytes = req.content_length.unwrap_or(0);
+        if body_bytes > self.shared.config.max_body_bytes {
+            self.answer_simple(413, false, Some(req));
+            return Ok(Answered {
+                keep_alive: false,
+                discard_bytes: 0,
+                linger: true,
+            });
+        }
+        let mut answered = Answered {
+            keep_alive,
+            discard_bytes: body_bytes,
+            // A body in a transfer coding is not read (keep_alive is false then).
+            linger: req.has_transfer_encoding,
+        };
+        if req.method == Method::Other {
+            self.answer_simple(405, keep_alive, Some(req));
+            return Ok(answered);
+        }
+        let target = match parse_target(req.target) {
+            Ok(t) => t,
+            Err(_) => {
+                self.answer_simple(400, false, Some(req));
+                answered.keep_alive = false;
+                return Ok(answered);
+            }
+        };
+        let root = &self.shared.root;
+        let cache = &self.shared.cache;
+        let found = if target.trailing_slash {
+            let mut index = target.relative.clone();
+            if !index.is_empty() {
+                index.push(b'/');
+            }
+            index.extend_from_slice(b"index.html");
+            match cache.lookup(root, &index) {
+                Ok(Lookup::File(f)) => Ok(f),
+                Ok(Lookup::Directory) => Err(403),
+                Err(OpenError::NotFound) => match cache.lookup(root, &target.relative) {
+                    // A directory without an index: listing is off.
+                    Ok(Lookup::Directory) => Err(403),
+                    Ok(Lookup::File(_)) => Err(404),
+                    Err(e) => Err(status_of(e, &target.relative)),
+                },
+                Err(e) => Err(status_of(e, &target.relative)),
+            }
+        } else {
+            match cache.lookup(root, &target.relative) {
+                Ok(Lookup::File(f)) => Ok(f),
+                Ok(Lookup::Directory) => {
+                    let mut location = b"Location: ".to_vec();
+                    if let Some(host) = req.host {
+                        location.extend_from_slice(b"http://");
+                        location.extend_from_slice(host);
+                    }
+                    location.extend_from_slice(target.raw_path);
+                    location.push(b'/');
+                    if let Some(q) = target.query {
+                        location.push(b'?');
+                        location.extend_from_slice(q);
+                    }
+                    location.extend_from_slice(b"\r\n");
+                    let date = self.date();
+                    let with_body = req.method != Method::Head;
+                    let n = response::simple(
+                        &mut self.out,
+                        301,
+                        &date,
+                        &location,
+                        keep_alive,
+                        with_body,
+                    );
+                    self.log(Some(req), 301, n);
+                    return Ok(answered);
+                }
+                Err(e) => Err(status_of(e, &target.relative)),
+            }
+        };
+        let file = match found {
+            Ok(f) => f,
+            Err(status) => {
+                if status >= 500 {
+                    keep_alive = false;
+                    answered.keep_alive = false;
+                }
+                self.answer_simple(status, keep_alive, Some(req));
+                return Ok(answered);
+            }
+        };
+        if !self.send_file_response(req, &file, keep_alive)? {
+            answered.keep_alive = false;
+        }
+        Ok(answered)
+    }
+
+    /// Answers with `file` (200, 206, 304 or 416). Returns false when the connection must
+    /// close (the file shrank under us).
+    fn send_file_response(
+        &mut self,
+        req: &Request<'_>,
+        file: &CachedFile,
+        keep_alive: bool,
+    ) -> io::Result<bool> {
+        let date = self.date();
+        let not_modified = match (req.if_none_match, req.if_modified_since) {
+            (Some(inm), _) => range::none_match_hits(inm, &file.etag),
+            (None, Some(ims)) => range::not_modified_since(ims, file.mtime_secs),
+            (None, None) => false,
+        };
+        if not_modified {
+            response::start(&mut self.out, 304, &date);
+            self.out.extend_from_slice(b"Last-Modified: ");
+            self.out.extend_from_slice(&file.last_modified);
+            self.out.extend_from_slice(b"\r\nETag: ");
+            self.out.extend_from_slice(&file.etag);
+            self.out.extend_from_slice(b"\r\n");
+            response::finish(&mut self.out, keep_alive);
+            self.log(Some(req), 304, 0);
+            return Ok(true);
+        }
+        let answer = match req.range {
+            Some(r)
+                if req.if_range.map_or(true, |v| {
+                    range::if_range_holds(v, &file.etag, &file.last_modified)
+                }) =>
+            {
+                range::parse_range(r, file.len)
+            }
+            _ => RangeAnswer::Whole,
+        };
+        let (status, start, len) = match answer {
+            RangeAnswer::Whole => (200, 0, file.len),
+            RangeAnswer::Part { start, len } => (206, start, len),
+            RangeAnswer::Unsatisfiable => {
+                let mut extra = b"Content-Range: bytes */".to_vec();
+                response::push_decimal(&mut extra, file.len);
+                extra.extend_from_slice(b"\r\n");
+                let with_body = req.method != Method::Head;
+                let n = response::simple(&mut self.out, 416, &date, &extra, keep_alive, with_body);
+                self.log(Some(req), 416, n);
+                return Ok(true);
+            }
+        };
+        response::start(&mut self.out, status, &date);
+        self.out.extend_from_slice(&file.header_lines);
+        response::content_length(&mut self.out, len);
+        if status == 206 {
+            response::content_range(&mut self.out, start, len, file.len);
+        }
+        response::finish(&mut self.out, keep_alive);
+        if req.method == Method::Head || len == 0 {
+            self.log(Some(req), status, 0);
+            return Ok(true);
+        }
+        if let Some(body) = &file.body {
+            self.out
+                .extend_from_slice(&body[start as usize..(start + len) as usize]);
+            self.log(Some(req), status, len);
+            return Ok(true);
+        }
+        self.flush()?;
+        let sent = weft::fs::send_file(&file.file, start, len as usize, &self.stream)?;
+        self.log(Some(req), status, sent as u64);
+        Ok(sent as u64 == len)
+    }
+}
+
+/// The status for a failed open; unexpected errors (500) are also reported on stderr.
+fn status_of(e: OpenError, relative: &[u8]) -> u16 {
+    if let OpenError::Other(err) = &e {
+        eprintln!("weft http: /{}: {err}", String::from_utf8_lossy(relative));
+    }
+    e.status()
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+    )
+}

@@ -1,0 +1,40 @@
+//! weft-http: a static-file HTTP/1.1 server, one fiber per connection on a weft cluster.
+//!
+//! ```no_run
+//! let mut config = weft_http::Config::new("/srv/www");
+//! config.listen = "127.0.0.1:8080".parse().unwrap();
+//! let server = weft_http::Server::bind(config)?;
+//! weft_http::shutdown_on_signals(server.shutdown_handle())?;
+//! server.run()?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! GET and HEAD (others: 405 with `Allow`), HTTP/1.0 and 1.1 keep-alive and pipelining,
+//! `Content-Type` by extension, `Last-Modified`, nginx-style `ETag`, `If-None-Match` /
+//! `If-Modified-Since` → 304, one `Range` → 206 or 416 (`If-Range` honoured), `index.html` for
+//! directories and a 301 to add the slash, limits with their statuses (400, 413, 414, 431,
+//! 408, 503), graceful shutdown.
+//!
+//! Modules, from the wire inwards: `server` (listener, accept loop, connection limit,
+//! shutdown) → `conn` (one connection: buffer, pipelining, timeouts, answers) → the pure
+//! parts `request` (httparse), `target` (decoding, normalising), `range` (Range and
+//! conditionals), `response` (heads), `date` (the cached `Date`) → `cache` (open files) →
+//! `root` (opening below the root).
+//!
+//! Architecture invariant: the pure modules do no I/O and know nothing of weft; only
+//! `server`, `conn` and `cache` touch the runtime.
+
+mod access_log;
+mod cache;
+mod config;
+mod conn;
+mod date;
+mod range;
+mod request;
+mod response;
+mod root;
+mod server;
+mod target;
+
+pub use config::{Config, DEFAULT_MEMORY_MAX_BYTES};
+pub use server::{shutdown_on_signals, Server, ShutdownHandle};

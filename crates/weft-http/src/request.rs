@@ -1,0 +1,351 @@
+//! Parsing one request head from the front of a buffer (so pipelined requests are parsed one
+//! after another from the same buffer). Pure: no I/O.
+//!
+//! Invariant: a [`Request`] borrows from the buffer it was parsed from and is dropped before
+//! the buffer is read into again.
+
+/// The limits a request head must respect.
+#[derive(Debug, Clone, Copy)]
+pub struct HeadLimits {
+    /// Longest request line (method, target, version) in bytes; longer → 414.
+    pub max_request_line_bytes: usize,
+    /// Largest request head (request line and headers) in bytes; larger → 431.
+    pub max_head_bytes: usize,
+}
+
+/// The most header fields in one request; more → 431.
+pub const MAX_HEADERS: usize = 64;
+
+/// The request methods the server tells apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Head,
+    /// Any other method: answered 405.
+    Other,
+}
+
+/// The parts of a request head the server uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request<'b> {
+    pub method: Method,
+    /// The method as sent (for the access log).
+    pub method_raw: &'b str,
+    /// The request target as sent.
+    pub target: &'b [u8],
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub minor_version: u8,
+    /// Whether the client wants the connection kept open after this response.
+    pub keep_alive: bool,
+    pub host: Option<&'b [u8]>,
+    pub if_none_match: Option<&'b [u8]>,
+    pub if_modified_since: Option<&'b [u8]>,
+    pub range: Option<&'b [u8]>,
+    pub if_range: Option<&'b [u8]>,
+    pub referer: Option<&'b [u8]>,
+    pub user_agent: Option<&'b [u8]>,
+    /// The declared body length (`Content-Length`), if any.
+    pub content_length: Option<u64>,
+    /// Whether a `Transfer-Encoding` header was sent (the body's end is then unknown to a
+    /// server that does not decode it, so the connection is closed after the response).
+    pub has_transfer_encoding: bool,
+}
+
+/// Why a request head was refused, with the status it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadError {
+    /// Malformed, or conflicting framing headers: 400.
+    Malformed,
+    /// Request line too long: 414.
+    RequestLineTooLong,
+    /// Head too large: 431.
+    HeadTooLarge,
+    /// More than [`MAX_HEADERS`] fields: 431.
+    TooManyHeaders,
+    /// Not HTTP/1.x: 505.
+    BadVersion,
+}
+
+impl HeadError {
+    /// The response status for this error.
+    pub fn status(self) -> u16 {
+        match self {
+            HeadError::Malformed => 400,
+            HeadError::RequestLineTooLong => 414,
+            HeadError::HeadTooLarge | HeadError::TooManyHeaders => 431,
+            HeadError::BadVersion => 505,
+        }
+    }
+}
+
+/// The outcome of parsing the front of a buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed<'b> {
+    /// A whole head: the request and how many bytes it took.
+    Complete(Request<'b>, usize),
+    /// More bytes are needed (and the limits allow them).
+    Partial,
+}
+
+/// Parses the request head at the front of `buf`.
+pub fn parse<'b>(buf: &'b [u8], limits: &HeadLimits) -> Result<Parsed<'b>, HeadError> {
+    // Clients may send stray CRLFs between requests (RFC 9112 §2.2); skip them.
+    let skipped = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    let buf = &buf[skipped..];
+    let line_end = buf.iter().position(|&b| b == b'\n');
+    match line_end {
+        Some(i) if i > limits.max_request_line_bytes => return Err(HeadError::RequestLineTooLong),
+        None if buf.len() > limits.max_request_line_bytes => {
+            return Err(HeadError::RequestLineTooLong)
+        }
+        _ => {}
+    }
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    let status = match req.parse(buf) {
+        Ok(s) => s,
+        Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooManyHeaders),
+        Err(httparse::Error::Version) => return Err(version_error(buf)),
+        Err(_) => return Err(HeadError::Malformed),
+    };
+    let head_bytes = match status {
+        httparse::Status::Complete(n) => n,
+        httparse::Status::Partial => {
+            if buf.len() > limits.max_head_bytes {
+                return Err(HeadError::HeadTooLarge);
+            }
+            return Ok(Parsed::Partial);
+        }
+    };
+    if head_bytes > limits.max_head_bytes {
+        return Err(HeadError::HeadTooLarge);
+    }
+    let method_raw = req.method.ok_or(HeadError::Malformed)?;
+    let method = match method_raw {
+        "GET" => Method::Get,
+        "HEAD" => Method::Head,
+        _ => Method::Other,
+    };
+    let minor_version = req.version.ok_or(HeadError::Malformed)?;
+    let target = req.path.ok_or(HeadError::Malformed)?.as_bytes();
+    let mut out = Request {
+        method,
+        method_raw,
+        target,
+        minor_version,
+        keep_alive: minor_version >= 1,
+        host: None,
+        if_none_match: None,
+        if_modified_since: None,
+        range: None,
+        if_range: None,
+        referer: None,
+        user_agent: None,
+        content_length: None,
+        has_transfer_encoding: false,
+    };
+    let mut connection_close = false;
+    let mut connection_keep_alive = false;
+    for h in req.headers.iter() {
+        let name = h.name.as_bytes();
+        let value = trim(h.value);
+        if name.eq_ignore_ascii_case(b"host") {
+            if out.host.is_some() {
+                return Err(HeadError::Malformed);
+            }
+            out.host = Some(value);
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            for token in value.split(|&b| b == b',').map(trim) {
+                connection_close |= token.eq_ignore_ascii_case(b"close");
+                connection_keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+            }
+        } else if name.eq_ignore_ascii_case(b"if-none-match") {
+            out.if_none_match = Some(value);
+        } else if name.eq_ignore_ascii_case(b"if-modified-since") {
+            out.if_modified_since = Some(value);
+        } else if name.eq_ignore_ascii_case(b"range") {
+            out.range = Some(value);
+        } else if name.eq_ignore_ascii_case(b"if-range") {
+            out.if_range = Some(value);
+        } else if name.eq_ignore_ascii_case(b"referer") {
+            out.referer = Some(value);
+        } else if name.eq_ignore_ascii_case(b"user-agent") {
+            out.user_agent = Some(value);
+        } else if name.eq_ignore_ascii_case(b"content-length") {
+            let n = parse_decimal(value).ok_or(HeadError::Malformed)?;
+            if out.content_length.is_some_and(|m| m != n) {
+                return Err(HeadError::Malformed);
+            }
+            out.content_length = Some(n);
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            out.has_transfer_encoding = true;
+        }
+    }
+    // Both framings at once is how requests are smuggled (RFC 9112 §6.3): refuse.
+    if out.has_transfer_encoding && out.content_length.is_some() {
+        return Err(HeadError::Malformed);
+    }
+    // HTTP/1.1 requires Host (RFC 9112 §3.2).
+    if minor_version >= 1 && out.host.is_none() {
+        return Err(HeadError::Malformed);
+    }
+    out.keep_alive = if minor_version >= 1 {
+        !connection_close
+    } else {
+        connection_keep_alive && !connection_close
+    };
+    if out.has_transfer_encoding {
+        out.keep_alive = false;
+    }
+    Ok(Parsed::Complete(out, skipped + head_bytes))
+}
+
+/// A version httparse refused: 505 for a well-formed `HTTP/x.y` that is not 1.x, else 400.
+fn version_error(buf: &[u8]) -> HeadError {
+    let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
+    let line = trim(&buf[..line_end]);
+    let version = line.rsplit(|&b| b == b' ').next().unwrap_or(b"");
+    let well_formed = version.len() == 8
+        && version.starts_with(b"HTTP/")
+        && version[5].is_ascii_digit()
+        && version[6] == b'.'
+        && version[7].is_ascii_digit();
+    if well_formed && version[5] != b'1' {
+        HeadError::BadVersion
+    } else {
+        HeadError::Malformed
+    }
+}
+
+/// Strips spaces and tabs (and a stray CR) at both ends.
+fn trim(v: &[u8]) -> &[u8] {
+    let is_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\r');
+    let start = v.iter().position(|b| !is_space(b)).unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|b| !is_space(b))
+        .map_or(start, |i| i + 1);
+    &v[start..end]
+}
+
+/// A non-empty run of ASCII digits that fits in a `u64`.
+pub fn parse_decimal(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 {
+        return None;
+    }
+    v.iter().try_fold(0u64, |n, &b| {
+        b.is_ascii_digit().then(|| n * 10 + u64::from(b - b'0'))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: HeadLimits = HeadLimits {
+        max_request_line_bytes: 64,
+        max_head_bytes: 256,
+    };
+
+    fn complete(buf: &[u8]) -> (Request<'_>, usize) {
+        match parse(buf, &LIMITS).unwrap() {
+            Parsed::Complete(r, n) => (r, n),
+            Parsed::Partial => panic!("partial"),
+        }
+    }
+
+    #[test]
+    fn get_with_headers() {
+        let buf =
+            b"GET /a HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1 \r\nIf-None-Match: \"e\"\r\n\r\n";
+        let (r, n) = complete(buf);
+        assert_eq!(n, buf.len());
+        assert_eq!(r.method, Method::Get);
+        assert_eq!(r.target, b"/a");
+        assert_eq!(r.range, Some(&b"bytes=0-1"[..]));
+        assert_eq!(r.if_none_match, Some(&b"\"e\""[..]));
+        assert!(r.keep_alive);
+    }
+
+    #[test]
+    fn pipelined_requests_parse_one_at_a_time() {
+        let buf = b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\nHEAD /2 HTTP/1.1\r\nHost: x\r\n\r\nGET /3";
+        let (r1, n1) = complete(buf);
+        assert_eq!(r1.target, b"/1");
+        let (r2, n2) = complete(&buf[n1..]);
+        assert_eq!((r2.method, r2.target), (Method::Head, &b"/2"[..]));
+        assert_eq!(parse(&buf[n1 + n2..], &LIMITS), Ok(Parsed::Partial));
+    }
+
+    #[test]
+    fn keep_alive_rules() {
+        let (r, _) = complete(b"GET / HTTP/1.0\r\n\r\n");
+        assert!(!r.keep_alive);
+        let (r, _) = complete(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n");
+        assert!(r.keep_alive);
+        let (r, _) = complete(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: foo, close\r\n\r\n");
+        assert!(!r.keep_alive);
+    }
+
+    #[test]
+    fn stray_crlf_before_request_is_skipped() {
+        let buf = b"\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        let (_, n) = complete(buf);
+        assert_eq!(n, buf.len());
+    }
+
+    #[test]
+    fn limits() {
+        let long = format!("GET /{} HTTP/1.1\r\n", "a".repeat(100));
+        assert_eq!(
+            parse(long.as_bytes(), &LIMITS),
+            Err(HeadError::RequestLineTooLong)
+        );
+        assert_eq!(
+            parse(&long.as_bytes()[..80], &LIMITS),
+            Err(HeadError::RequestLineTooLong)
+        );
+        let big = format!("GET / HTTP/1.1\r\nHost: x\r\nX: {}\r\n", "b".repeat(300));
+        assert_eq!(parse(big.as_bytes(), &LIMITS), Err(HeadError::HeadTooLarge));
+        let many: String = (0..70).map(|i| format!("H{i}: v\r\n")).collect();
+        let many = format!("GET / HTTP/1.1\r\n{many}\r\n");
+        let roomy = HeadLimits {
+            max_request_line_bytes: 64,
+            max_head_bytes: 1 << 20,
+        };
+        assert_eq!(
+            parse(many.as_bytes(), &roomy),
+            Err(HeadError::TooManyHeaders)
+        );
+    }
+
+    #[test]
+    fn malformed() {
+        for bad in [
+            &b"GET / HTTP/1.1\r\n\r\n"[..], // no Host
+            b"GET\x01 / HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
+        ] {
+            assert_eq!(parse(bad, &LIMITS), Err(HeadError::Malformed), "{bad:?}");
+        }
+        assert_eq!(
+            parse(b"GET / HTTP/2.0\r\n\r\n", &LIMITS),
+            Err(HeadError::BadVersion)
+        );
+    }
+
+    #[test]
+    fn decimal() {
+        assert_eq!(parse_decimal(b"0"), Some(0));
+        assert_eq!(parse_decimal(b"12345"), Some(12345));
+        assert_eq!(parse_decimal(b""), None);
+        assert_eq!(parse_decimal(b"-1"), None);
+        assert_eq!(parse_decimal(b"99999999999999999999"), None);
+    }
+}

@@ -1,0 +1,331 @@
+//! The listener, the accept loop, the connection limit and graceful shutdown.
+//!
+//! Shutdown ([`ShutdownHandle::shutdown`], or SIGTERM/SIGINT through
+//! [`shutdown_on_signals`]): `draining` is set, the accept fiber is cancelled (the listening
+//! socket closes with it), connections waiting idle for a request are cancelled, connections
+//! reading or answering a request finish it and then close (their responses say
+//! `Connection: close`); [`Server::run`] returns once none is left, or after
+//! `shutdown_grace`.
+//!
+//! Lock order: `conns` is the only lock here; the accept fiber holds it across `spawn` (which
+//! never parks) so a connection cannot deregister before it was registered. A connection
+//! fiber takes it once, to deregister. No lock is held across I/O.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use weft::net::{TcpListener, TcpStream};
+use weft::JoinHandle;
+
+use crate::access_log::AccessLog;
+use crate::cache::FileCache;
+use crate::config::Config;
+use crate::conn::{self, CLOSING, IDLE};
+use crate::date::DateCache;
+use crate::root::Root;
+
+/// Connections answered 503 at once at most; past that, refused ones are just closed.
+const MAX_REFUSING: usize = 64;
+/// How long a refused connection's 503 may take to go out.
+const REFUSE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// State every connection fiber shares.
+pub(crate) struct Shared {
+    pub config: Config,
+    pub root: Arc<Root>,
+    pub cache: FileCache,
+    pub date: DateCache,
+    pub access_log: Option<AccessLog>,
+    /// Set once shutdown starts: no new requests are read.
+    pub draining: AtomicBool,
+    /// Open connections (the limit counts these).
+    active: AtomicUsize,
+    /// Connections being answered 503.
+    refusing: AtomicUsize,
+    /// Every open connection's state and fiber, so shutdown can cancel the idle ones.
+    conns: Mutex<HashMap<u64, Tracked>>,
+    next_id: AtomicU64,
+    /// Set by [`ShutdownHandle::shutdown`]; `run` waits on it.
+    shutdown_requested: Mutex<bool>,
+    shutdown_cv: Condvar,
+}
+
+struct Tracked {
+    state: Arc<AtomicU8>,
+    fiber: JoinHandle<()>,
+}
+
+/// A bound server, ready to [`run`](Server::run).
+pub struct Server {
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    cluster: weft::Cluster,
+    local_addr: SocketAddr,
+}
+
+/// Asks a running server to shut down gracefully; cloneable, usable from any thread.
+#[derive(Clone)]
+pub struct ShutdownHandle {
+    shared: Arc<Shared>,
+}
+
+impl ShutdownHandle {
+    /// Starts a graceful shutdown (idempotent); [`Server::run`] returns when it is done.
+    pub fn shutdown(&self) {
+        *lock(&self.shared.shutdown_requested) = true;
+        self.shared.shutdown_cv.notify_all();
+    }
+}
+
+/// Shuts the server down gracefully on the first SIGTERM or SIGINT.
+pub fn shutdown_on_signals(handle: ShutdownHandle) -> io::Result<()> {
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ])?;
+    std::thread::Builder::new()
+        .name("weft-http-signals".into())
+        .spawn(move || {
+            if signals.forever().next().is_some() {
+                handle.shutdown();
+            }
+        })?;
+    Ok(())
+}
+
+impl Server {
+    /// Checks the root, opens the access log, starts the cluster and binds the listener;
+    /// every error names what failed and why.
+    pub fn bind(config: Config) -> io::Result<Server> {
+        if config.processors == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "--processors must be at least 1",
+            ));
+        }
+        if config.max_connections == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "--max-connections must be at least 1",
+            ));
+        }
+        let root = Arc::new(Root::new(&config.root, config.symlinks_may_leave_root)?);
+        let access_log = config
+            .access_log
+            .as_deref()
+            .map(AccessLog::open)
+            .transpose()?;
+        raise_nofile_limit();
+        let listener = TcpListener::builder()
+            .backlog(4096)
+            .bind(config.listen)
+            .map_err(|e| {
+                let hint = match e.kind() {
+                    io::ErrorKind::AddrInUse => {
+                        " (another server listens there; pick another --listen port)"
+                    }
+                    io::ErrorKind::PermissionDenied => " (ports below 1024 need privileges)",
+                    io::ErrorKind::AddrNotAvailable => " (no local interface has that address)",
+                    _ => "",
+                };
+                io::Error::new(e.kind(), format!("listen on {}: {e}{hint}", config.listen))
+            })?;
+        let local_addr = listener.local_addr()?;
+        let mut builder = weft::Cluster::builder()
+            .name("http")
+            .processors(config.processors);
+        if let Some(s) = &config.scheduler {
+            builder = builder.scheduler(s.clone());
+        }
+        if let Some(io) = config.io {
+            builder = builder.io(io);
+        }
+        let cluster = builder.build()?;
+        let shared = Arc::new(Shared {
+            cache: FileCache::new(config.open_file_cache_entries, config.memory_max_bytes),
+            config,
+            root,
+            date: DateCache::new(),
+            access_log,
+            draining: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            refusing: AtomicUsize::new(0),
+            conns: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            shutdown_requested: Mutex::new(false),
+            shutdown_cv: Condvar::new(),
+        });
+        Ok(Server {
+            shared,
+            listener,
+            cluster,
+            local_addr,
+        })
+    }
+
+    /// The address it listens on (the real port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The served directory, resolved.
+    pub fn root(&self) -> &std::path::Path {
+        self.shared.root.path()
+    }
+
+    /// A handle that stops [`run`](Server::run).
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Serves until shut down (see the module docs), then stops the cluster.
+    pub fn run(self) -> io::Result<()> {
+        let Server {
+            shared,
+            listener,
+            cluster,
+            ..
+        } = self;
+        let accept = {
+            let shared = shared.clone();
+            weft::Builder::new()
+                .name("http-accept")
+                .cluster(&cluster)
+                .spawn(move || accept_loop(&shared, listener))?
+        };
+        {
+            let mut requested = lock(&shared.shutdown_requested);
+            while !*requested {
+                requested = shared
+                    .shutdown_cv
+                    .wait(requested)
+                    .unwrap_or_else(|p| p.into_inner());
+            }
+        }
+        shared.draining.store(true, Ordering::SeqCst);
+        accept.cancel();
+        let _ = accept.join();
+        for tracked in lock(&shared.conns).values() {
+            if tracked
+                .state
+                .compare_exchange(IDLE, CLOSING, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                tracked.fiber.cancel();
+            }
+        }
+        let deadline = Instant::now() + shared.config.shutdown_grace;
+        while shared.active.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let left = shared.active.load(Ordering::SeqCst);
+        if left > 0 {
+            eprintln!("weft http: {left} connection(s) still busy after the shutdown grace period; closing");
+        }
+        cluster.shutdown();
+        Ok(())
+    }
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
+    let mut error_reported = false;
+    loop {
+        let (stream, peer) = match listener.accept() {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                if shared.draining.load(Ordering::SeqCst) || weft::is_cancelled() {
+                    return;
+                }
+                if !error_reported {
+                    eprintln!("weft http: accept failed: {e} (retrying)");
+                    error_reported = true;
+                }
+                if weft::sleep(Duration::from_millis(10)).is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        if shared.draining.load(Ordering::SeqCst) {
+            return;
+        }
+        if shared.active.load(Ordering::Relaxed) >= shared.config.max_connections {
+            refuse(shared, stream);
+            continue;
+        }
+        shared.active.fetch_add(1, Ordering::SeqCst);
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let state = Arc::new(AtomicU8::new(conn::BUSY));
+        let mut conns = lock(&shared.conns);
+        let spawned = {
+            let shared = shared.clone();
+            let state = state.clone();
+            weft::Builder::new().spawn(move || {
+                conn::serve(&shared, stream, peer, &state);
+                lock(&shared.conns).remove(&id);
+                shared.active.fetch_sub(1, Ordering::SeqCst);
+            })
+        };
+        match spawned {
+            Ok(fiber) => {
+                conns.insert(id, Tracked { state, fiber });
+            }
+            Err(e) => {
+                drop(conns);
+                shared.active.fetch_sub(1, Ordering::SeqCst);
+                if !error_reported {
+                    eprintln!("weft http: cannot start a connection fiber: {e}");
+                    error_reported = true;
+                }
+            }
+        }
+    }
+}
+
+/// Past `--max-connections`: answer 503 and close, in a fiber of its own (at most
+/// [`MAX_REFUSING`] at once, beyond which the connection is just closed).
+fn refuse(shared: &Arc<Shared>, stream: TcpStream) {
+    if shared.refusing.fetch_add(1, Ordering::Relaxed) >= MAX_REFUSING {
+        shared.refusing.fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
+    let shared2 = shared.clone();
+    let spawned = weft::Builder::new().spawn(move || {
+        let mut out = Vec::new();
+        let date = shared2.date.now();
+        crate::response::simple(&mut out, 503, &date, b"", false, true);
+        let _ = stream.set_write_timeout(Some(REFUSE_TIMEOUT));
+        let _ = stream.set_read_timeout(Some(REFUSE_TIMEOUT));
+        if (&stream).write_all(&out).is_ok() && stream.shutdown(Shutdown::Write).is_ok() {
+            let mut sink = [0u8; 1024];
+            while matches!((&stream).read(&mut sink), Ok(n) if n > 0) {}
+        }
+        shared2.refusing.fetch_sub(1, Ordering::Relaxed);
+    });
+    if spawned.is_err() {
+        shared.refusing.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Lifts the soft descriptor limit to the hard one: every connection and cached file holds a
+/// descriptor.
+fn raise_nofile_limit() {
+    // SAFETY: getrlimit/setrlimit on a local struct.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
