@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod echo;
 pub mod http;
+pub mod load;
 pub mod sendfile;
 
 use clap::Subcommand;
@@ -13,6 +14,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Serve a directory over HTTP/1.1 (static files) until SIGTERM.
     Http(http::HttpArgs),
+    /// Load generators: drive a memcached or HTTP server and measure it from outside.
+    Load(load::LoadArgs),
 }
 
 /// Runs a parsed subcommand.
@@ -20,5 +23,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Bench(args) => bench::run(args),
         Command::Http(args) => http::run(args),
+        Command::Load(args) => load::run(args),
     }
 }

@@ -1,0 +1,56 @@
+//! The generator's own CPU use: process CPU time and the number of cores it may run on.
+
+use std::io;
+use std::time::Duration;
+
+/// User + system CPU time of this process so far (all threads).
+pub fn process_cpu_time() -> Duration {
+    // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_SELF is always valid.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// How many CPUs this process may run on (its affinity mask).
+pub fn allowed_cpus() -> io::Result<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(libc::CPU_COUNT(&set) as usize)
+    }
+}
+
+/// Share of the cores available to `threads` busy threads that `cpu` used over `wall`.
+pub fn utilisation(cpu: Duration, wall: Duration, threads: usize) -> f64 {
+    let cores = allowed_cpus().unwrap_or(threads).min(threads).max(1);
+    cpu.as_secs_f64() / (wall.as_secs_f64() * cores as f64).max(1e-9)
+}
+
+/// A run whose generator used more than this share of its cores may have measured the
+/// generator, not the server.
+pub const SATURATED: f64 = 0.90;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_loop_shows_up_in_cpu_time() {
+        let before = process_cpu_time();
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < Duration::from_millis(50) {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        assert!(x > 0);
+        assert!(process_cpu_time() - before >= Duration::from_millis(20));
+        assert!(allowed_cpus().unwrap() >= 1);
+    }
+}

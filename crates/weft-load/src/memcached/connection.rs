@@ -1,0 +1,232 @@
+//! One generator connection: a sender fiber following the schedule and a receiver fiber
+//! matching replies to requests.
+//!
+//! Invariants: at most `depth` requests are outstanding (a semaphore the receiver releases);
+//! the intended send time of every request travels to the receiver through a FIFO channel
+//! *before* the request is written, so replies (which memcached sends in order) are matched to
+//! it; latency is `reply time − intended time`, so when the server (or depth) holds the sender
+//! back, the wait counts against the server (no coordinated omission).
+
+use std::io::{ErrorKind, Read, Write};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use weft::net::TcpStream;
+use weft::sync::channel;
+use weft::sync::Semaphore;
+
+use super::request::{push_get, push_set};
+use super::response::{self, Reply};
+use super::Plan;
+use crate::dist::KeySampler;
+use crate::latency::{Recorder, Tally};
+use crate::schedule::Poisson;
+
+/// Stack of generator fibers: parsing and encoding need little.
+pub const FIBER_STACK_BYTES: usize = 64 * 1024;
+
+/// Connection states: `ALIVE`, or dead because replies stopped (`TIMED_OUT`) or the
+/// connection failed (`BROKEN`).
+const ALIVE: u8 = 0;
+const TIMED_OUT: u8 = 1;
+const BROKEN: u8 = 2;
+
+/// A request the receiver has yet to see answered.
+struct Pending {
+    intended: Instant,
+    get: bool,
+}
+
+/// Runs the connection's schedule until `plan.end`, then waits for the last replies.
+pub fn drive(stream: TcpStream, index: usize, plan: Arc<Plan>, recorder: Arc<Recorder>) {
+    let stream = Arc::new(stream);
+    let permits = Arc::new(Semaphore::new(plan.depth));
+    let dead = Arc::new(AtomicU8::new(ALIVE));
+    let (tx, rx) = channel::bounded::<Pending>(plan.depth);
+    let receiver = {
+        let (stream, permits, dead) = (stream.clone(), permits.clone(), dead.clone());
+        let (plan, recorder) = (plan.clone(), recorder.clone());
+        weft::Builder::new()
+            .name(format!("load-rx-{index}"))
+            .stack_size(FIBER_STACK_BYTES)
+            .spawn(move || receive(&stream, rx, &permits, &dead, &plan, &recorder))
+    };
+    let receiver = match receiver {
+        Ok(r) => r,
+        Err(_) => {
+            recorder.with(|t| t.errors += 1);
+            return;
+        }
+    };
+
+    let mut rng = SmallRng::seed_from_u64(plan.seed ^ (index as u64).wrapping_mul(0x9E37_79B9));
+    let keys = KeySampler::new(plan.key_dist, plan.keys);
+    let mut schedule = plan
+        .per_connection_qps()
+        .map(|rate| Poisson::new(rate, plan.start, &mut rng));
+    let mut out = Vec::with_capacity(256);
+    loop {
+        let intended = match schedule.as_mut() {
+            Some(s) => {
+                let at = s.next(&mut rng);
+                if at >= plan.end {
+                    break;
+                }
+                if weft::sleep_until(at).is_err() {
+                    break;
+                }
+                at
+            }
+            None => {
+                if Instant::now() >= plan.end {
+                    break;
+                }
+                Instant::now()
+            }
+        };
+        if permits.acquire().is_err() || dead.load(Ordering::Acquire) != ALIVE {
+            // The requests this connection will never send still count against the server.
+            let mut lost = u64::from(plan.counts(intended));
+            if let Some(s) = schedule.as_mut() {
+                loop {
+                    let at = s.next(&mut rng);
+                    if at >= plan.end {
+                        break;
+                    }
+                    lost += u64::from(plan.counts(at));
+                }
+            }
+            let cause = dead.load(Ordering::Acquire);
+            recorder.with(|t| {
+                if cause == TIMED_OUT {
+                    t.timeouts += lost;
+                } else {
+                    t.errors += lost;
+                }
+            });
+            break;
+        }
+        // Closed loop: the request is intended when there is room to send it.
+        let intended = if schedule.is_some() {
+            intended
+        } else {
+            Instant::now()
+        };
+        out.clear();
+        let get = rng.random::<f64>() >= plan.update_ratio;
+        let key = keys.sample(&mut rng);
+        if get {
+            push_get(&mut out, key);
+        } else {
+            let len = plan.value_size.sample(&mut rng);
+            push_set(&mut out, key, &plan.filler[..len]);
+        }
+        if tx.send(Pending { intended, get }).is_err() {
+            break;
+        }
+        if (&*stream).write_all(&out).is_err() {
+            // The receiver sees the failure too (a reset or EOF) and counts what was queued.
+            let _ = dead.compare_exchange(ALIVE, BROKEN, Ordering::AcqRel, Ordering::Acquire);
+            break;
+        }
+    }
+    drop(tx);
+    let _ = receiver.join();
+}
+
+fn receive(
+    stream: &TcpStream,
+    rx: channel::Receiver<Pending>,
+    permits: &Semaphore,
+    dead: &AtomicU8,
+    plan: &Plan,
+    recorder: &Recorder,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    let (mut start, mut end) = (0usize, 0usize);
+    let _ = stream.set_read_timeout(Some(plan.timeout));
+    while let Ok(pending) = rx.recv() {
+        let reply = loop {
+            match response::parse(&buf[start..end]) {
+                Ok(Some((reply, used))) => {
+                    start += used;
+                    break Ok(reply);
+                }
+                Ok(None) => {}
+                Err(e) => break Err(e.to_string()),
+            }
+            // Make room: move the partial reply to the front, grow for a large value.
+            if start > 0 {
+                buf.copy_within(start..end, 0);
+                end -= start;
+                start = 0;
+            }
+            let want = response::needed(&buf[..end]).unwrap_or(0).max(end + 1024);
+            if want > buf.len() {
+                buf.resize(want.next_power_of_two(), 0);
+            }
+            match (&*stream).read(&mut buf[end..]) {
+                Ok(0) => break Err("server closed the connection".into()),
+                Ok(n) => end += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {
+                    break Err("timeout".into())
+                }
+                Err(e) => break Err(e.to_string()),
+            }
+        };
+        let now = Instant::now();
+        permits.release();
+        let counted = plan.counts(pending.intended);
+        match reply {
+            Ok(reply) => {
+                if counted {
+                    recorder.with(|t| {
+                        tally(t, reply, pending.get, now - pending.intended, plan.timeout)
+                    });
+                }
+            }
+            Err(why) => {
+                // The connection is unusable: count this request and every queued one, and
+                // let the sender stop.
+                let timeout = why == "timeout";
+                dead.store(if timeout { TIMED_OUT } else { BROKEN }, Ordering::Release);
+                permits.add_permits(plan.depth + 1);
+                let mut lost = u64::from(counted);
+                while let Ok(p) = rx.recv() {
+                    permits.release();
+                    lost += u64::from(plan.counts(p.intended));
+                }
+                recorder.with(|t| {
+                    if timeout {
+                        t.timeouts += lost;
+                    } else {
+                        t.errors += lost;
+                    }
+                });
+                if plan.verbose {
+                    eprintln!("weft load: connection closed: {why}");
+                }
+                return;
+            }
+        }
+    }
+}
+
+#[inline]
+fn tally(t: &mut Tally, reply: Reply, get: bool, latency: Duration, timeout: Duration) {
+    match reply {
+        Reply::Error => t.errors += 1,
+        Reply::Miss if get => {
+            t.misses += 1;
+            t.record(latency);
+        }
+        _ => t.record(latency),
+    }
+    if latency > timeout {
+        t.timeouts += 1;
+    }
+}

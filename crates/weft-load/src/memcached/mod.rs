@@ -1,0 +1,401 @@
+//! The memcached load generator (`weft load memcached`): open-loop Poisson load, get/set mix,
+//! HdrHistogram latency from the intended send time.
+//!
+//! A run has four phases: connect every connection (in parallel fibers), preload every key
+//! once (so gets hit), run the schedule — `warmup` seconds not counted, then `duration`
+//! seconds counted — and drain the last replies (bounded by `timeout`). The generator runs on
+//! its own weft cluster of `threads` processors; each connection is two fibers
+//! ([`connection`]).
+
+pub mod connection;
+pub mod request;
+pub mod response;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use weft::net::TcpStream;
+
+use crate::cpu;
+use crate::dist::{KeyDist, ValueSize};
+use crate::latency::{LatencySummary, Recorder};
+
+/// What `weft load memcached` was asked to do.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub server: String,
+    pub connections: usize,
+    /// Target requests per second over all connections; 0 = closed loop.
+    pub qps: f64,
+    pub duration: Duration,
+    pub warmup: Duration,
+    /// Share of requests that are sets.
+    pub update_ratio: f64,
+    pub keys: u64,
+    pub key_dist: KeyDist,
+    pub value_size: ValueSize,
+    /// Most requests outstanding per connection.
+    pub depth: usize,
+    /// Processors (OS threads) of the generator's cluster.
+    pub threads: usize,
+    /// A reply slower than this counts as a timeout; a connection silent this long is given up.
+    pub timeout: Duration,
+    pub preload: bool,
+    pub seed: u64,
+    pub connect_timeout: Duration,
+    pub verbose: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            server: "127.0.0.1:11211".into(),
+            connections: 32,
+            qps: 0.0,
+            duration: Duration::from_secs(10),
+            warmup: Duration::from_secs(1),
+            update_ratio: 0.03,
+            keys: 10_000,
+            key_dist: KeyDist::Uniform,
+            value_size: ValueSize::Fixed(200),
+            depth: 1,
+            threads: 1,
+            timeout: Duration::from_secs(1),
+            preload: true,
+            seed: 1,
+            connect_timeout: Duration::from_secs(5),
+            verbose: false,
+        }
+    }
+}
+
+impl Config {
+    /// Rejects settings that cannot run, with the reason.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.connections == 0 {
+            bail!("--connections must be at least 1");
+        }
+        if !(self.qps >= 0.0 && self.qps.is_finite()) {
+            bail!("--qps must be a number >= 0 (0 = closed loop)");
+        }
+        if self.duration.is_zero() {
+            bail!("--duration must be > 0");
+        }
+        if !(0.0..=1.0).contains(&self.update_ratio) {
+            bail!("--update-ratio must be between 0 and 1 (e.g. 0.03)");
+        }
+        if self.keys == 0 {
+            bail!("--keys must be at least 1");
+        }
+        if self.depth == 0 {
+            bail!("--depth must be at least 1");
+        }
+        if self.threads == 0 {
+            bail!("--threads must be at least 1");
+        }
+        if self.timeout.is_zero() {
+            bail!("--timeout must be > 0");
+        }
+        Ok(())
+    }
+}
+
+/// The immutable plan every connection fiber reads.
+#[derive(Debug)]
+pub struct Plan {
+    pub start: Instant,
+    /// Requests intended from here on are counted.
+    pub count_from: Instant,
+    pub end: Instant,
+    pub qps: f64,
+    pub connections: usize,
+    pub depth: usize,
+    pub update_ratio: f64,
+    pub keys: u64,
+    pub key_dist: KeyDist,
+    pub value_size: ValueSize,
+    pub timeout: Duration,
+    pub seed: u64,
+    pub verbose: bool,
+    /// Value bytes: every set sends a prefix of this.
+    pub filler: Vec<u8>,
+}
+
+impl Plan {
+    /// Each connection's share of the rate, or `None` for closed loop.
+    pub fn per_connection_qps(&self) -> Option<f64> {
+        (self.qps > 0.0).then(|| self.qps / self.connections as f64)
+    }
+
+    /// Whether a request intended at `t` is inside the measurement window.
+    #[inline]
+    pub fn counts(&self, t: Instant) -> bool {
+        t >= self.count_from && t < self.end
+    }
+}
+
+/// What a run measured; `--json` prints this.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    pub server: String,
+    pub connections: usize,
+    pub depth: usize,
+    pub update_ratio: f64,
+    pub target_qps: f64,
+    pub actual_qps: f64,
+    /// Requests intended inside the measurement window.
+    pub requests: u64,
+    pub misses: u64,
+    pub errors: u64,
+    pub timeouts: u64,
+    pub latency_us: LatencySummary,
+    pub duration_s: f64,
+    pub generator_threads: usize,
+    pub generator_cpu_seconds: f64,
+    pub generator_cpu_us_per_request: f64,
+    /// Share of the generator's cores it kept busy during the counted window.
+    pub generator_utilisation: f64,
+    /// True when the generator itself was (nearly) saturated: the figures may understate the
+    /// server.
+    pub generator_saturated: bool,
+}
+
+impl Report {
+    /// A short human-readable summary.
+    pub fn human(&self) -> String {
+        let l = &self.latency_us;
+        let mut s = format!(
+            "target {:.0} qps  actual {:.0} qps  requests {}  misses {}  errors {}  timeouts {}\n\
+             latency us: mean {:.1}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}\n\
+             generator: {} thread(s), {:.2} us CPU per request, {:.0}% busy",
+            self.target_qps,
+            self.actual_qps,
+            self.requests,
+            self.misses,
+            self.errors,
+            self.timeouts,
+            l.mean,
+            l.p50,
+            l.p90,
+            l.p99,
+            l.p999,
+            l.max,
+            self.generator_threads,
+            self.generator_cpu_us_per_request,
+            self.generator_utilisation * 100.0
+        );
+        if self.generator_saturated {
+            s.push_str("\nwarning: the generator's own cores were saturated; add --threads or cores, the server may be faster than measured");
+        }
+        s
+    }
+}
+
+/// Resolves `server` to one address, with an error that names it.
+pub fn resolve(server: &str) -> anyhow::Result<SocketAddr> {
+    server
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve server address `{server}` (expected HOST:PORT)"))?
+        .next()
+        .with_context(|| format!("server address `{server}` resolves to nothing"))
+}
+
+/// Runs the load described by `config` and reports what it measured.
+pub fn run(config: &Config) -> anyhow::Result<Report> {
+    config.validate()?;
+    let addr = resolve(&config.server)?;
+    crate::limits::raise_nofile(config.connections as u64 + 64)?;
+    let cluster = weft::Cluster::builder()
+        .name("weft-load")
+        .processors(config.threads)
+        .build()
+        .context("starting the generator's weft cluster")?;
+    let config = config.clone();
+    let handle = cluster.spawn(move || run_on_cluster(&config, addr));
+    let result = handle
+        .join()
+        .map_err(|e| anyhow::anyhow!("generator fiber failed: {e}"))?;
+    cluster.shutdown();
+    result
+}
+
+fn run_on_cluster(config: &Config, addr: SocketAddr) -> anyhow::Result<Report> {
+    let streams = connect_all(config, addr)?;
+    let connected = streams.len();
+    if config.preload {
+        preload(config, &streams)?;
+    }
+    let start = Instant::now() + Duration::from_millis(20);
+    let plan = Arc::new(Plan {
+        start,
+        count_from: start + config.warmup,
+        end: start + config.warmup + config.duration,
+        qps: config.qps,
+        connections: connected,
+        depth: config.depth,
+        update_ratio: config.update_ratio,
+        keys: config.keys,
+        key_dist: config.key_dist,
+        value_size: config.value_size,
+        timeout: config.timeout,
+        seed: config.seed,
+        verbose: config.verbose,
+        filler: vec![b'x'; config.value_size.max()],
+    });
+    let recorder = Arc::new(Recorder::new());
+    recorder.with(|t| t.errors += (config.connections - connected) as u64);
+    let mut fibers = Vec::with_capacity(connected);
+    for (i, stream) in streams.into_iter().enumerate() {
+        let (plan, recorder) = (plan.clone(), recorder.clone());
+        fibers.push(
+            weft::Builder::new()
+                .name(format!("load-tx-{i}"))
+                .stack_size(connection::FIBER_STACK_BYTES)
+                .spawn(move || connection::drive(stream, i, plan, recorder))
+                .context("spawning a connection fiber (raise vm.max_map_count?)")?,
+        );
+    }
+    // Measure the generator's CPU over the counted window only.
+    let _ = weft::sleep_until(plan.count_from);
+    let cpu_before = cpu::process_cpu_time();
+    let wall_before = Instant::now();
+    let _ = weft::sleep_until(plan.end);
+    let cpu_used = cpu::process_cpu_time() - cpu_before;
+    let wall = wall_before.elapsed();
+    for f in fibers {
+        let _ = f.join();
+    }
+    let total = recorder.total();
+    let requests = total.replies + total.errors + total.timeouts;
+    let utilisation = cpu::utilisation(cpu_used, wall, config.threads);
+    Ok(Report {
+        server: config.server.clone(),
+        connections: config.connections,
+        depth: config.depth,
+        update_ratio: config.update_ratio,
+        target_qps: config.qps,
+        actual_qps: total.replies as f64 / config.duration.as_secs_f64(),
+        requests,
+        misses: total.misses,
+        errors: total.errors,
+        timeouts: total.timeouts,
+        latency_us: LatencySummary::of(&total.latency_us),
+        duration_s: config.duration.as_secs_f64(),
+        generator_threads: config.threads,
+        generator_cpu_seconds: cpu_used.as_secs_f64(),
+        generator_cpu_us_per_request: cpu_used.as_secs_f64() * 1e6 / total.replies.max(1) as f64,
+        generator_utilisation: utilisation,
+        generator_saturated: utilisation > cpu::SATURATED,
+    })
+}
+
+/// Opens every connection in parallel; fails only when none could be opened.
+fn connect_all(config: &Config, addr: SocketAddr) -> anyhow::Result<Vec<TcpStream>> {
+    let timeout = config.connect_timeout;
+    let handles: Vec<_> = (0..config.connections)
+        .map(|i| {
+            weft::Builder::new()
+                .name(format!("load-connect-{i}"))
+                .stack_size(connection::FIBER_STACK_BYTES)
+                .spawn(move || {
+                    let s = TcpStream::connect_timeout(&addr, timeout)?;
+                    s.set_nodelay(true)?;
+                    Ok::<_, std::io::Error>(s)
+                })
+        })
+        .collect::<Result<_, _>>()
+        .context("spawning connect fibers")?;
+    let mut streams = Vec::with_capacity(config.connections);
+    let mut first_error = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(s)) => streams.push(s),
+            Ok(Err(e)) => {
+                first_error.get_or_insert(e.to_string());
+            }
+            Err(e) => {
+                first_error.get_or_insert(e.to_string());
+            }
+        }
+    }
+    if let Some(e) = &first_error {
+        if streams.is_empty() {
+            bail!("cannot connect to {addr}: {e} (is the server running?)");
+        }
+        eprintln!(
+            "weft load: warning: {} of {} connections failed: {e}",
+            config.connections - streams.len(),
+            config.connections
+        );
+    }
+    Ok(streams)
+}
+
+/// Stores every key once (pipelined, spread over the connections) so gets can hit.
+fn preload(config: &Config, streams: &[TcpStream]) -> anyhow::Result<()> {
+    const BATCH: u64 = 64;
+    let workers = streams.len().min(64);
+    let mut handles = Vec::with_capacity(workers);
+    for (w, stream) in streams.iter().take(workers).enumerate() {
+        let stream = stream
+            .try_clone()
+            .context("cloning a connection for preload")?;
+        let (keys, value_size, seed) = (config.keys, config.value_size, config.seed);
+        handles.push(
+            weft::Builder::new()
+                .stack_size(connection::FIBER_STACK_BYTES)
+                .spawn(move || -> std::io::Result<()> {
+                    let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed ^ w as u64);
+                    let filler = vec![b'x'; value_size.max()];
+                    let mine: Vec<u64> = (w as u64..keys).step_by(workers).collect();
+                    let mut out = Vec::new();
+                    let mut buf = vec![0u8; 64 * 1024];
+                    for chunk in mine.chunks(BATCH as usize) {
+                        out.clear();
+                        for &k in chunk {
+                            let len = value_size.sample(&mut rng);
+                            request::push_set(&mut out, k, &filler[..len]);
+                        }
+                        (&stream).write_all(&out)?;
+                        let (mut got, mut have) = (0, 0usize);
+                        while got < chunk.len() {
+                            match response::parse(&buf[..have]) {
+                                Ok(Some((_, used))) => {
+                                    buf.copy_within(used..have, 0);
+                                    have -= used;
+                                    got += 1;
+                                }
+                                Ok(None) => {
+                                    if have == buf.len() {
+                                        buf.resize(buf.len() * 2, 0);
+                                    }
+                                    let n = (&stream).read(&mut buf[have..])?;
+                                    if n == 0 {
+                                        return Err(std::io::Error::other(
+                                            "server closed the connection during preload",
+                                        ));
+                                    }
+                                    have += n;
+                                }
+                                Err(e) => return Err(std::io::Error::other(e.to_string())),
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+                .context("spawning preload fibers")?,
+        );
+    }
+    for h in handles {
+        h.join()
+            .map_err(|e| anyhow::anyhow!("preload fiber failed: {e}"))?
+            .context("preloading keys")?;
+    }
+    Ok(())
+}

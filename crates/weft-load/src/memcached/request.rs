@@ -1,0 +1,49 @@
+//! Encoding the generator's requests: `get <key>` and `set <key> 0 0 <n>`.
+
+use std::io::Write as _;
+
+/// Bytes of every key: `key:` and 12 decimal digits, so all keys are the same size.
+pub const KEY_BYTES: usize = 16;
+
+/// Appends the key of index `index` to `out`.
+#[inline]
+pub fn push_key(out: &mut Vec<u8>, index: u64) {
+    write!(out, "key:{index:012}").expect("writing to a Vec cannot fail");
+}
+
+/// Appends `get <key>\r\n`.
+#[inline]
+pub fn push_get(out: &mut Vec<u8>, index: u64) {
+    out.extend_from_slice(b"get ");
+    push_key(out, index);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `set <key> 0 0 <len>\r\n<value>\r\n`, the value being `filler[..len]`.
+#[inline]
+pub fn push_set(out: &mut Vec<u8>, index: u64, filler: &[u8]) {
+    out.extend_from_slice(b"set ");
+    push_key(out, index);
+    write!(out, " 0 0 {}\r\n", filler.len()).expect("writing to a Vec cannot fail");
+    out.extend_from_slice(filler);
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_format() {
+        let mut out = Vec::new();
+        push_get(&mut out, 7);
+        push_set(&mut out, 123_456_789_012, b"abc");
+        assert_eq!(
+            out,
+            b"get key:000000000007\r\nset key:123456789012 0 0 3\r\nabc\r\n"
+        );
+        let mut key = Vec::new();
+        push_key(&mut key, 0);
+        assert_eq!(key.len(), KEY_BYTES);
+    }
+}

@@ -1,0 +1,190 @@
+//! `weft_load::memcached::run` against scripted fake servers (plain std threads) and, when it
+//! is installed, real memcached.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use weft_load::dist::{KeyDist, ValueSize};
+use weft_load::memcached::{self, Config};
+
+/// How the fake server behaves.
+#[derive(Clone, Copy)]
+enum Fake {
+    /// Gets miss, sets store.
+    Honest,
+    /// Answers nothing (every request times out).
+    Silent,
+    /// Closes each connection after this many requests.
+    CloseAfter(usize),
+}
+
+fn fake_server(mode: Fake) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            std::thread::spawn(move || serve(conn, mode));
+        }
+    });
+    addr
+}
+
+fn serve(conn: TcpStream, mode: Fake) {
+    let mut out = conn.try_clone().unwrap();
+    let mut reader = BufReader::new(conn);
+    let mut line = String::new();
+    let mut served = 0;
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let reply: &[u8] = match words.first() {
+            Some(&"get") => b"END\r\n",
+            Some(&"set") => {
+                let n: usize = words[4].parse().unwrap();
+                let mut data = vec![0; n + 2];
+                reader.read_exact(&mut data).unwrap();
+                b"STORED\r\n"
+            }
+            _ => b"ERROR\r\n",
+        };
+        served += 1;
+        match mode {
+            Fake::Silent => continue,
+            Fake::CloseAfter(n) if served > n => return,
+            _ => {}
+        }
+        if out.write_all(reply).is_err() {
+            return;
+        }
+    }
+}
+
+fn config(server: String) -> Config {
+    Config {
+        server,
+        connections: 4,
+        qps: 2000.0,
+        duration: Duration::from_millis(500),
+        warmup: Duration::from_millis(100),
+        update_ratio: 0.1,
+        keys: 100,
+        value_size: ValueSize::Uniform(1, 300),
+        ..Config::default()
+    }
+}
+
+#[test]
+fn open_loop_hits_its_target_and_counts_misses() {
+    let mut cfg = config(fake_server(Fake::Honest));
+    cfg.preload = false;
+    let report = memcached::run(&cfg).unwrap();
+    // 2000/s for 0.5 s: ~1000 requests (Poisson, so not exact).
+    assert!(
+        (700..1300).contains(&report.requests),
+        "requests {}",
+        report.requests
+    );
+    assert_eq!(report.errors, 0);
+    assert_eq!(report.timeouts, 0);
+    // Every get misses on this server; about 90% of requests are gets.
+    let gets = report.requests as f64 * 0.9;
+    assert!(
+        (report.misses as f64) > gets * 0.8 && (report.misses as f64) < gets * 1.1,
+        "misses {} of {}",
+        report.misses,
+        report.requests
+    );
+    assert!(report.latency_us.p50 > 0 && report.latency_us.p50 <= report.latency_us.p99);
+}
+
+#[test]
+fn a_silent_server_gives_timeouts_not_a_hang() {
+    let mut cfg = config(fake_server(Fake::Silent));
+    cfg.preload = false;
+    cfg.timeout = Duration::from_millis(200);
+    cfg.depth = 4;
+    let report = memcached::run(&cfg).unwrap();
+    assert!(report.timeouts > 0, "{report:?}");
+    assert_eq!(report.actual_qps, 0.0);
+}
+
+#[test]
+fn a_closing_server_gives_errors() {
+    let mut cfg = config(fake_server(Fake::CloseAfter(20)));
+    cfg.preload = false;
+    let report = memcached::run(&cfg).unwrap();
+    assert!(report.errors > 0, "{report:?}");
+}
+
+#[test]
+fn closed_loop_with_depth_runs_as_fast_as_replies() {
+    let mut cfg = config(fake_server(Fake::Honest));
+    cfg.qps = 0.0;
+    cfg.depth = 4;
+    cfg.preload = false;
+    cfg.duration = Duration::from_millis(300);
+    let report = memcached::run(&cfg).unwrap();
+    assert!(report.actual_qps > 1000.0, "{report:?}");
+}
+
+#[test]
+fn nothing_listening_is_a_clear_error() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let err = memcached::run(&config(format!("127.0.0.1:{port}"))).unwrap_err();
+    assert!(err.to_string().contains("cannot connect"), "{err}");
+    let err = memcached::run(&config("no-such-host.invalid:1".into())).unwrap_err();
+    assert!(err.to_string().contains("cannot resolve"), "{err}");
+}
+
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn real_memcached_preloaded_gets_hit() {
+    let Ok(probe) = Command::new("memcached").arg("-V").output() else {
+        eprintln!("skipped: memcached is not installed (apt-get install memcached)");
+        return;
+    };
+    assert!(probe.status.success());
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _server = Kill(
+        Command::new("memcached")
+            .args(["-U", "0", "-u", "root", "-l", "127.0.0.1", "-t", "1"])
+            .args(["-p", &port.to_string()])
+            .spawn()
+            .unwrap(),
+    );
+    let addr = format!("127.0.0.1:{port}");
+    for _ in 0..100 {
+        if TcpStream::connect(&addr).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut cfg = config(addr);
+    cfg.key_dist = KeyDist::Zipf(0.99);
+    cfg.value_size = ValueSize::Fixed(100);
+    let report = memcached::run(&cfg).unwrap();
+    assert_eq!(report.errors, 0, "{report:?}");
+    assert_eq!(report.misses, 0, "preloaded keys must hit: {report:?}");
+    assert!(report.requests > 500, "{report:?}");
+}
