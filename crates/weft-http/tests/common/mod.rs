@@ -1,0 +1,197 @@
+//! Helpers shared by the integration tests: a server on 127.0.0.1:0 in this process, a file
+//! tree, raw HTTP over std sockets, and a guard that kills child processes by PID.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::Duration;
+
+use weft_http::{Config, Server, ShutdownHandle};
+
+/// A running server; shuts it down (and waits for `run` to return) on drop.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    handle: ShutdownHandle,
+    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+impl TestServer {
+    pub fn start(config: Config) -> TestServer {
+        let server = Server::bind(config).expect("bind");
+        let addr = server.local_addr();
+        let handle = server.shutdown_handle();
+        let thread = std::thread::spawn(move || server.run());
+        TestServer {
+            addr,
+            handle,
+            thread: Some(thread),
+        }
+    }
+
+    /// A server on an ephemeral port with test-friendly settings.
+    pub fn serve(root: &Path) -> TestServer {
+        TestServer::start(config(root))
+    }
+
+    /// Shuts down and waits for `run` to return; returns its result.
+    pub fn stop(mut self) -> std::io::Result<()> {
+        self.handle.shutdown();
+        self.thread.take().unwrap().join().unwrap()
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        self.handle.clone()
+    }
+
+    pub fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s
+    }
+
+    /// One request on a new connection; the response.
+    pub fn get(&self, request: &str) -> Response {
+        let mut s = self.connect();
+        s.write_all(request.as_bytes()).unwrap();
+        read_response(&mut s, request.starts_with("HEAD")).expect("a response")
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.handle.shutdown();
+            let _ = t.join();
+        }
+    }
+}
+
+/// The defaults, on port 0, with short grace so a failing test does not hang.
+pub fn config(root: &Path) -> Config {
+    let mut c = Config::new(root);
+    c.listen = "127.0.0.1:0".parse().unwrap();
+    c.shutdown_grace = Duration::from_secs(10);
+    c
+}
+
+/// A tree exercising every feature: files of several types, a directory with and without an
+/// index, a nested file, a file with a space in its name.
+pub fn tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::write(
+        p.join("index.html"),
+        "<html><body>root index</body></html>\n",
+    )
+    .unwrap();
+    std::fs::write(p.join("a.txt"), "hello, world\n").unwrap();
+    std::fs::write(p.join("style.css"), "body { color: red }\n").unwrap();
+    std::fs::write(p.join("data.json"), "{\"a\": 1}\n").unwrap();
+    std::fs::write(p.join("image.png"), pattern(3000)).unwrap();
+    std::fs::write(p.join("photo.jpg"), pattern(5000)).unwrap();
+    std::fs::write(p.join("big.bin"), pattern(300_000)).unwrap();
+    std::fs::write(p.join("empty.txt"), "").unwrap();
+    std::fs::write(p.join("with space.txt"), "spaced\n").unwrap();
+    std::fs::create_dir(p.join("docs")).unwrap();
+    std::fs::write(p.join("docs/index.html"), "<p>docs</p>\n").unwrap();
+    std::fs::write(p.join("docs/page.html"), "<p>page</p>\n").unwrap();
+    std::fs::create_dir(p.join("noindex")).unwrap();
+    std::fs::write(p.join("noindex/x.txt"), "x\n").unwrap();
+    std::fs::create_dir_all(p.join("deep/er/still")).unwrap();
+    std::fs::write(p.join("deep/er/still/leaf.txt"), "leaf\n").unwrap();
+    dir
+}
+
+/// Deterministic non-text bytes.
+pub fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+/// A parsed response.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads one response (the body by `Content-Length`; none for HEAD or 304); `None` if the
+/// connection closed before a status line.
+pub fn read_response(s: &mut impl Read, head_only: bool) -> Option<Response> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
+        }
+    }
+    let text = String::from_utf8(head).unwrap();
+    let mut lines = text.split("\r\n");
+    let status_line = lines.next().unwrap();
+    assert!(status_line.starts_with("HTTP/1.1 "), "{status_line}");
+    let status: u16 = status_line[9..12].parse().unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (n, v) = l.split_once(':').unwrap();
+            (n.to_owned(), v.trim().to_owned())
+        })
+        .collect();
+    let mut r = Response {
+        status,
+        headers,
+        body: Vec::new(),
+    };
+    if !head_only && status != 304 {
+        let len: usize = r.header("content-length").unwrap().parse().unwrap();
+        r.body = vec![0; len];
+        s.read_exact(&mut r.body).unwrap();
+    }
+    Some(r)
+}
+
+/// Whether the server closed the connection (EOF or reset within the read timeout).
+pub fn closed_by_server(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut b = [0u8; 1];
+    matches!(s.read(&mut b), Ok(0) | Err(_))
+}
+
+/// `GET path` with HTTP/1.1 and a Host header, plus extra header lines.
+pub fn get(path: &str, extra: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{extra}\r\n")
+}
+
+/// Kills a child process by PID on drop.
+pub struct ChildGuard(pub Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The program's path if it is installed, else prints a skip note and returns `None`.
+pub fn require(program: &str) -> Option<PathBuf> {
+    for dir in ["/usr/bin", "/usr/sbin", "/bin", "/usr/local/bin"] {
+        let p = Path::new(dir).join(program);
+        if p.exists() {
+            return Some(p);
+        }
+    }
+    eprintln!("SKIP: {program} is not installed");
+    None
+}
