@@ -14,6 +14,8 @@
 
 pub mod cpu;
 pub mod dist;
+pub mod fileset;
+pub mod http;
 pub mod latency;
 pub mod limits;
 pub mod memcached;

@@ -2,9 +2,11 @@
 
 use std::time::Duration;
 
-use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Args, Subcommand};
 use weft_load::dist::{KeyDist, ValueSize};
-use weft_load::memcached;
+use weft_load::{http, memcached};
 
 #[derive(Debug, Args)]
 pub struct LoadArgs {
@@ -17,6 +19,60 @@ enum LoadCommand {
     /// Open-loop memcached load (like mutilate): Poisson arrivals per connection, get/set mix,
     /// latency from the intended send time. Works against weft's cache and real memcached.
     Memcached(MemcachedArgs),
+    /// HTTP load (like httperf): sessions on a Poisson schedule, each a new connection with
+    /// --requests-per-session requests, names drawn from a file set or URL list; a request not
+    /// answered within --timeout is an error.
+    Http(HttpArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("names").required(true).args(["fileset", "urls"])))]
+#[command(group(ArgGroup::new("rate_kind").required(true).args(["session_rate", "rate"])))]
+struct HttpArgs {
+    /// Server address, HOST:PORT.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    server: String,
+    /// A directory made by `weft fileset` (the same tree the server serves); names are drawn
+    /// with the popularity its manifest gives.
+    #[arg(long, value_name = "DIR")]
+    fileset: Option<PathBuf>,
+    /// A file of URL paths, one per line, most popular first (drawn Zipf, s = 1).
+    #[arg(long, value_name = "FILE")]
+    urls: Option<PathBuf>,
+    /// Sessions started per second.
+    #[arg(long)]
+    session_rate: Option<f64>,
+    /// Requests per second (sessions per second = rate / --requests-per-session).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Requests in each session, sent one after another on its connection.
+    #[arg(long, default_value_t = 1)]
+    requests_per_session: usize,
+    /// Milliseconds a session waits between a reply and its next request.
+    #[arg(long, default_value_t = 0)]
+    think_time: u64,
+    /// Seconds measured (after the warm-up).
+    #[arg(long, default_value_t = 10.0, value_parser = parse_seconds)]
+    duration: f64,
+    /// Seconds of load before measuring starts.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_seconds)]
+    warmup: f64,
+    /// Client timeout in seconds: a request not answered by then is an error.
+    #[arg(long, default_value_t = 10.0, value_parser = parse_seconds)]
+    timeout: f64,
+    /// Generator threads (processors of its weft cluster).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Most sessions open at once; 0 = as many as the descriptor limit allows.
+    #[arg(long, default_value_t = 0)]
+    max_sessions: usize,
+    /// Seed of the schedule and name draws.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object (target_rate, replies_per_sec, errors {timeout refused reset
+    /// bad_status fd_unavailable other}, latency_us {...}, generator_*) instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -112,6 +168,42 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
             }
             if report.generator_saturated && a.json {
                 eprintln!("weft load: warning: the generator's own cores were saturated; the server may be faster than measured");
+            }
+            Ok(())
+        }
+        LoadCommand::Http(a) => {
+            let source = match (a.fileset, a.urls) {
+                (Some(dir), _) => http::Source::Fileset(dir),
+                (None, Some(file)) => http::Source::Urls(file),
+                (None, None) => unreachable!("clap requires --fileset or --urls"),
+            };
+            let per = a.requests_per_session.max(1) as f64;
+            let session_rate = match (a.session_rate, a.rate) {
+                (Some(r), _) => r,
+                (None, Some(r)) => r / per,
+                (None, None) => unreachable!("clap requires --session-rate or --rate"),
+            };
+            let config = http::Config {
+                server: a.server,
+                source,
+                session_rate,
+                requests_per_session: a.requests_per_session,
+                think: Duration::from_millis(a.think_time),
+                duration: Duration::from_secs_f64(a.duration),
+                warmup: Duration::from_secs_f64(a.warmup),
+                timeout: Duration::from_secs_f64(a.timeout),
+                threads: a.threads,
+                max_sessions: a.max_sessions,
+                seed: a.seed,
+            };
+            let report = http::run(&config)?;
+            if a.json {
+                println!("{}", serde_json::to_string(&report)?);
+                if report.generator_saturated {
+                    eprintln!("weft load: warning: the generator's own cores were saturated; the server may be faster than measured");
+                }
+            } else {
+                println!("{}", report.human());
             }
             Ok(())
         }

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod echo;
+pub mod fileset;
 pub mod http;
 pub mod load;
 pub mod sendfile;
@@ -16,6 +17,8 @@ pub enum Command {
     Http(http::HttpArgs),
     /// Load generators: drive a memcached or HTTP server and measure it from outside.
     Load(load::LoadArgs),
+    /// Write the thesis's static-web file set (21,600 files at scale 1), deterministically.
+    Fileset(fileset::FilesetArgs),
 }
 
 /// Runs a parsed subcommand.
@@ -24,5 +27,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Http(args) => http::run(args),
         Command::Load(args) => load::run(args),
+        Command::Fileset(args) => fileset::run(args),
     }
 }

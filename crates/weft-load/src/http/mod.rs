@@ -1,0 +1,274 @@
+//! The HTTP load generator (`weft load http`), in the style of httperf: sessions start on a
+//! Poisson schedule at the target session rate; each opens a new connection, sends its
+//! requests (names drawn from a file set or URL list) one at a time, and closes. A request
+//! not answered within the client timeout (10 s by default) is an error, as in httperf.
+//!
+//! Every session is its own fiber, so a slow server costs the generator parked fibers, not
+//! missed send times: the schedule never waits for replies (open loop). Concurrent sessions
+//! are capped by the descriptor limit; a session that would exceed it counts as
+//! `fd_unavailable` (httperf's "fd-unavail").
+
+pub mod names;
+pub mod reply;
+pub mod session;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+
+use crate::cpu;
+use crate::latency::{LatencySummary, Recorder};
+use crate::schedule::Poisson;
+use names::Names;
+use session::{ErrorCounters, Errors, SessionPlan};
+
+/// Where request names come from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A directory made by `weft fileset` (its manifest gives the weights).
+    Fileset(PathBuf),
+    /// A file of URL paths, most popular first.
+    Urls(PathBuf),
+}
+
+/// What `weft load http` was asked to do.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub server: String,
+    pub source: Source,
+    /// Sessions started per second.
+    pub session_rate: f64,
+    pub requests_per_session: usize,
+    pub think: Duration,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub timeout: Duration,
+    pub threads: usize,
+    /// Most sessions open at once (0: as many as descriptors allow).
+    pub max_sessions: usize,
+    pub seed: u64,
+}
+
+impl Config {
+    /// Rejects settings that cannot run.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if !(self.session_rate > 0.0 && self.session_rate.is_finite()) {
+            bail!("the rate must be a number > 0");
+        }
+        if self.requests_per_session == 0 {
+            bail!("--requests-per-session must be at least 1");
+        }
+        if self.duration.is_zero() {
+            bail!("--duration must be > 0");
+        }
+        if self.timeout.is_zero() {
+            bail!("--timeout must be > 0");
+        }
+        if self.threads == 0 {
+            bail!("--threads must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// What a run measured; `--json` prints this.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    pub server: String,
+    /// Target requests per second (session rate × requests per session).
+    pub target_rate: f64,
+    pub session_rate: f64,
+    pub requests_per_session: usize,
+    /// Successful (2xx/3xx) replies per second.
+    pub replies_per_sec: f64,
+    pub replies: u64,
+    pub errors: Errors,
+    pub errors_total: u64,
+    /// Errors per request attempted, in percent.
+    pub error_rate_pct: f64,
+    pub latency_us: LatencySummary,
+    pub body_mb_per_sec: f64,
+    pub duration_s: f64,
+    pub generator_threads: usize,
+    pub generator_cpu_us_per_request: f64,
+    pub generator_utilisation: f64,
+    pub generator_saturated: bool,
+}
+
+impl Report {
+    /// A short human-readable summary.
+    pub fn human(&self) -> String {
+        let l = &self.latency_us;
+        let e = &self.errors;
+        let mut s = format!(
+            "target {:.0} req/s  replies {:.0}/s  ({} replies, {:.1} MB/s)\n\
+             errors {} ({:.2}%): timeout {} refused {} reset {} bad-status {} fd-unavail {} other {}\n\
+             latency us: mean {:.1}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}\n\
+             generator: {} thread(s), {:.2} us CPU per request, {:.0}% busy",
+            self.target_rate,
+            self.replies_per_sec,
+            self.replies,
+            self.body_mb_per_sec,
+            self.errors_total,
+            self.error_rate_pct,
+            e.timeout,
+            e.refused,
+            e.reset,
+            e.bad_status,
+            e.fd_unavailable,
+            e.other,
+            l.mean,
+            l.p50,
+            l.p90,
+            l.p99,
+            l.p999,
+            l.max,
+            self.generator_threads,
+            self.generator_cpu_us_per_request,
+            self.generator_utilisation * 100.0
+        );
+        if self.generator_saturated {
+            s.push_str("\nwarning: the generator's own cores were saturated; the server may be faster than measured");
+        }
+        s
+    }
+}
+
+/// Runs the sessions described by `config`.
+pub fn run(config: &Config) -> anyhow::Result<Report> {
+    config.validate()?;
+    let addr = crate::memcached::resolve(&config.server)?;
+    let names = match &config.source {
+        Source::Fileset(dir) => Names::from_fileset(dir)?,
+        Source::Urls(file) => Names::from_url_file(file)?,
+    };
+    let fd_limit = raise_nofile_to_hard();
+    let max_sessions = match config.max_sessions {
+        0 => fd_limit.saturating_sub(64).max(1),
+        n => n,
+    };
+    let cluster = weft::Cluster::builder()
+        .name("weft-load-http")
+        .processors(config.threads)
+        .build()
+        .context("starting the generator's weft cluster")?;
+    let config = config.clone();
+    let handle = cluster.spawn(move || drive(&config, addr, names, max_sessions));
+    let result = handle
+        .join()
+        .map_err(|e| anyhow::anyhow!("generator fiber failed: {e}"))?;
+    cluster.shutdown();
+    result
+}
+
+fn raise_nofile_to_hard() -> usize {
+    // SAFETY: getrlimit/setrlimit read and write the struct we own.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max.min(1 << 20);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+        lim.rlim_cur as usize
+    }
+}
+
+fn drive(
+    config: &Config,
+    addr: SocketAddr,
+    names: Names,
+    max_sessions: usize,
+) -> anyhow::Result<Report> {
+    let start = Instant::now() + Duration::from_millis(20);
+    let plan = Arc::new(SessionPlan {
+        addr,
+        host: config.server.clone(),
+        names,
+        requests_per_session: config.requests_per_session,
+        think: config.think,
+        timeout: config.timeout,
+        count_from: start + config.warmup,
+        end: start + config.warmup + config.duration,
+        recorder: Recorder::new(),
+        errors: ErrorCounters::default(),
+        bytes: AtomicU64::new(0),
+    });
+    let open = Arc::new(AtomicUsize::new(0));
+    let sessions = Arc::new(weft::sync::WaitGroup::new());
+    let mut rng = SmallRng::seed_from_u64(config.seed);
+    let mut schedule = Poisson::new(config.session_rate, start, &mut rng);
+    let mut measured_cpu = None;
+    let mut index = 0u64;
+    loop {
+        let at = schedule.next(&mut rng);
+        if at >= plan.end {
+            break;
+        }
+        if measured_cpu.is_none() && at >= plan.count_from {
+            measured_cpu = Some((cpu::process_cpu_time(), Instant::now()));
+        }
+        let _ = weft::sleep_until(at);
+        if open.load(Ordering::Relaxed) >= max_sessions {
+            if at >= plan.count_from {
+                plan.errors.fd_unavailable.fetch_add(1, Ordering::Relaxed);
+            }
+            continue;
+        }
+        index += 1;
+        open.fetch_add(1, Ordering::Relaxed);
+        sessions.add(1);
+        let (plan2, open2, sessions2) = (plan.clone(), open.clone(), sessions.clone());
+        let seed = config.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let spawned = weft::Builder::new()
+            .stack_size(crate::memcached::connection::FIBER_STACK_BYTES)
+            .spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(seed);
+                session::run(&plan2, at, &mut rng);
+                open2.fetch_sub(1, Ordering::Relaxed);
+                sessions2.done();
+            });
+        if spawned.is_err() {
+            open.fetch_sub(1, Ordering::Relaxed);
+            sessions.done();
+            plan.errors.other.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let (cpu_before, wall_before) =
+        measured_cpu.unwrap_or((cpu::process_cpu_time(), Instant::now()));
+    let cpu_used = cpu::process_cpu_time() - cpu_before;
+    let wall = wall_before.elapsed();
+    let _ = sessions.wait_timeout(config.timeout + Duration::from_secs(2));
+    let total = plan.recorder.total();
+    let errors = plan.errors.snapshot();
+    let attempted = total.replies + errors.total();
+    let utilisation = cpu::utilisation(cpu_used, wall, config.threads);
+    let secs = config.duration.as_secs_f64();
+    Ok(Report {
+        server: config.server.clone(),
+        target_rate: config.session_rate * config.requests_per_session as f64,
+        session_rate: config.session_rate,
+        requests_per_session: config.requests_per_session,
+        replies_per_sec: total.replies as f64 / secs,
+        replies: total.replies,
+        errors_total: errors.total(),
+        error_rate_pct: errors.total() as f64 * 100.0 / attempted.max(1) as f64,
+        errors,
+        latency_us: LatencySummary::of(&total.latency_us),
+        body_mb_per_sec: plan.bytes.load(Ordering::Relaxed) as f64 / 1e6 / secs,
+        duration_s: secs,
+        generator_threads: config.threads,
+        generator_cpu_us_per_request: cpu_used.as_secs_f64() * 1e6 / attempted.max(1) as f64,
+        generator_utilisation: utilisation,
+        generator_saturated: utilisation > cpu::SATURATED,
+    })
+}

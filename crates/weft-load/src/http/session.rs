@@ -1,0 +1,181 @@
+//! One httperf-style session: connect, send its requests one after another on that
+//! connection (waiting `think` between a reply and the next request), close.
+//!
+//! Latency of a request runs from its intended send time: the session's scheduled start for
+//! the first, the previous reply plus the think time for the others. Every blocking call is
+//! bounded by that request's deadline (intended + timeout).
+
+use std::io::{self, ErrorKind, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use serde::{Deserialize, Serialize};
+use weft::net::TcpStream;
+
+use super::names::Names;
+use super::reply;
+use crate::latency::Recorder;
+
+/// Errors by kind, as `--json` prints them.
+#[derive(Debug, Default)]
+pub struct ErrorCounters {
+    pub timeout: AtomicU64,
+    pub refused: AtomicU64,
+    pub reset: AtomicU64,
+    pub bad_status: AtomicU64,
+    pub fd_unavailable: AtomicU64,
+    pub other: AtomicU64,
+}
+
+/// A snapshot of [`ErrorCounters`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Errors {
+    pub timeout: u64,
+    pub refused: u64,
+    pub reset: u64,
+    pub bad_status: u64,
+    pub fd_unavailable: u64,
+    pub other: u64,
+}
+
+impl Errors {
+    /// All kinds together.
+    pub fn total(&self) -> u64 {
+        self.timeout
+            + self.refused
+            + self.reset
+            + self.bad_status
+            + self.fd_unavailable
+            + self.other
+    }
+}
+
+impl ErrorCounters {
+    /// The counts now.
+    pub fn snapshot(&self) -> Errors {
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Errors {
+            timeout: l(&self.timeout),
+            refused: l(&self.refused),
+            reset: l(&self.reset),
+            bad_status: l(&self.bad_status),
+            fd_unavailable: l(&self.fd_unavailable),
+            other: l(&self.other),
+        }
+    }
+
+    /// Counts one failed request by the kind of `e`.
+    pub fn count(&self, e: &io::Error) {
+        let counter = match e.kind() {
+            ErrorKind::TimedOut | ErrorKind::WouldBlock => &self.timeout,
+            ErrorKind::ConnectionRefused => &self.refused,
+            ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::BrokenPipe
+            | ErrorKind::UnexpectedEof => &self.reset,
+            _ if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                &self.fd_unavailable
+            }
+            _ => &self.other,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What every session of a run shares.
+#[derive(Debug)]
+pub struct SessionPlan {
+    pub addr: SocketAddr,
+    pub host: String,
+    pub names: Names,
+    pub requests_per_session: usize,
+    pub think: Duration,
+    pub timeout: Duration,
+    pub count_from: Instant,
+    pub end: Instant,
+    pub recorder: Recorder,
+    pub errors: ErrorCounters,
+    pub bytes: AtomicU64,
+}
+
+impl SessionPlan {
+    fn counts(&self, t: Instant) -> bool {
+        t >= self.count_from && t < self.end
+    }
+}
+
+/// Runs one session intended to start at `start`.
+pub fn run(plan: &SessionPlan, start: Instant, rng: &mut SmallRng) {
+    let counted = plan.counts(start);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut request = Vec::with_capacity(256);
+    let mut stream: Option<TcpStream> = None;
+    let mut intended = start;
+    for i in 0..plan.requests_per_session {
+        let last = i + 1 == plan.requests_per_session;
+        let path = plan.names.sample(rng);
+        request.clear();
+        let _ = write!(
+            request,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: weft-load\r\n{}\r\n",
+            plan.host,
+            if last { "Connection: close\r\n" } else { "" }
+        );
+        let deadline = intended + plan.timeout;
+        let outcome = exchange(plan, &mut stream, &request, &mut buf, deadline);
+        let done = Instant::now();
+        match outcome {
+            Ok(r) => {
+                if counted {
+                    plan.bytes.fetch_add(r.body_bytes, Ordering::Relaxed);
+                    if (200..400).contains(&r.status) {
+                        let latency = done - intended;
+                        plan.recorder.with(|t| t.record(latency));
+                    } else {
+                        plan.errors.bad_status.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                if r.close {
+                    stream = None;
+                }
+            }
+            Err(e) => {
+                if counted {
+                    plan.errors.count(&e);
+                }
+                return;
+            }
+        }
+        if !last && !plan.think.is_zero() {
+            let _ = weft::sleep(plan.think);
+        }
+        intended = Instant::now();
+    }
+}
+
+fn exchange(
+    plan: &SessionPlan,
+    stream: &mut Option<TcpStream>,
+    request: &[u8],
+    buf: &mut [u8],
+    deadline: Instant,
+) -> io::Result<reply::Reply> {
+    let left = || {
+        deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| io::Error::new(ErrorKind::TimedOut, "client timeout"))
+    };
+    if stream.is_none() {
+        let s = TcpStream::connect_timeout(&plan.addr, left()?)?;
+        s.set_nodelay(true)?;
+        *stream = Some(s);
+    }
+    let s = stream.as_ref().expect("connected above");
+    s.set_write_timeout(Some(left()?))?;
+    (&*s).write_all(request)?;
+    s.set_read_timeout(Some(left()?))?;
+    reply::read(s, buf)
+}

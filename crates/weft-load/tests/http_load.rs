@@ -1,0 +1,112 @@
+//! `weft_load::http::run` against a scripted std-thread HTTP server.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+use weft_load::http::{self, Config, Source};
+
+/// Answers every request with `status` and a 1000-byte body; closes when asked.
+fn fake_server(status: u16, hold: bool) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            std::thread::spawn(move || serve(conn, status, hold));
+        }
+    });
+    addr
+}
+
+fn serve(conn: TcpStream, status: u16, hold: bool) {
+    let mut out = conn.try_clone().unwrap();
+    let mut reader = BufReader::new(conn);
+    loop {
+        let mut close = false;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            if line.eq_ignore_ascii_case("connection: close\r\n") {
+                close = true;
+            }
+            if line == "\r\n" {
+                break;
+            }
+        }
+        if hold {
+            std::thread::sleep(Duration::from_secs(5));
+            return;
+        }
+        let body = vec![b'x'; 1000];
+        let head = format!(
+            "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        if out.write_all(head.as_bytes()).is_err() || out.write_all(&body).is_err() || close {
+            return;
+        }
+    }
+}
+
+fn urls() -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = std::env::temp_dir().join(format!("weft-http-load-urls-{}-{n}", std::process::id()));
+    std::fs::write(&file, "/a.html\n/b.html\n").unwrap();
+    file
+}
+
+fn config(server: String) -> Config {
+    Config {
+        server,
+        source: Source::Urls(urls()),
+        session_rate: 400.0,
+        requests_per_session: 2,
+        think: Duration::ZERO,
+        duration: Duration::from_millis(500),
+        warmup: Duration::from_millis(100),
+        timeout: Duration::from_secs(2),
+        threads: 1,
+        max_sessions: 0,
+        seed: 1,
+    }
+}
+
+#[test]
+fn sessions_reach_their_rate() {
+    let report = http::run(&config(fake_server(200, false))).unwrap();
+    // 400 sessions/s × 2 requests × 0.5 s ≈ 400 replies.
+    assert!((280..520).contains(&report.replies), "{report:?}");
+    assert_eq!(report.errors_total, 0, "{report:?}");
+    assert!(report.latency_us.p50 > 0);
+    assert_eq!(report.target_rate, 800.0);
+}
+
+#[test]
+fn error_statuses_are_bad_status() {
+    let report = http::run(&config(fake_server(404, false))).unwrap();
+    assert_eq!(report.replies, 0);
+    assert!(report.errors.bad_status > 100, "{report:?}");
+}
+
+#[test]
+fn timeouts_and_refusals_are_counted_by_kind() {
+    let mut cfg = config(fake_server(200, true));
+    cfg.timeout = Duration::from_millis(200);
+    cfg.session_rate = 50.0;
+    let report = http::run(&cfg).unwrap();
+    assert!(report.errors.timeout > 5, "{report:?}");
+
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let report = http::run(&config(format!("127.0.0.1:{port}"))).unwrap();
+    assert!(report.errors.refused > 50, "{report:?}");
+    assert_eq!(report.replies, 0);
+}
