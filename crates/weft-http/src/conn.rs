@@ -338,10 +338,14 @@ impl Conn<'_> {
             match cache.lookup(root, &target.relative) {
                 Ok(Lookup::File(f)) => Ok(f),
                 Ok(Lookup::Directory) => {
-                    let mut location = b"Location: ".to_vec();
-                    if let Some(host) = req.host {
-                        location.extend_from_slice(b"http://");
-                        location.extend_from_slice(host);
+                    // Absolute, like nginx: the Host the client named, else our address.
+                    let mut location = b"Location: http://".to_vec();
+                    match req.host {
+                        Some(host) => location.extend_from_slice(host),
+                        None => {
+                            let local = self.stream.local_addr()?;
+                            location.extend_from_slice(local.to_string().as_bytes());
+                        }
                     }
                     location.extend_from_slice(target.raw_path);
                     location.push(b'/');

@@ -85,7 +85,8 @@ fn directories_index_redirect_and_forbidden() {
     let r = server.get(&get("/docs?x=1", ""));
     assert_eq!(r.header("location"), Some("http://localhost/docs/?x=1"));
     let r = server.get("GET /docs HTTP/1.0\r\n\r\n");
-    assert_eq!(r.header("location"), Some("/docs/"));
+    let expected = format!("http://{}/docs/", server.addr);
+    assert_eq!(r.header("location"), Some(expected.as_str()));
     assert_eq!(server.get(&get("/noindex/", "")).status, 403);
     assert_eq!(server.get(&get("/missing/", "")).status, 404);
     assert_eq!(server.get(&get("/a.txt/", "")).status, 404);

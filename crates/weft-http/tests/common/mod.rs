@@ -134,7 +134,13 @@ pub fn read_response(s: &mut impl Read, head_only: bool) -> Option<Response> {
     while !head.ends_with(b"\r\n\r\n") {
         match s.read(&mut byte) {
             Ok(1) => head.push(byte[0]),
-            _ => return None,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            other => {
+                if std::env::var_os("WEFT_TEST_DEBUG").is_some() {
+                    eprintln!("read_response: {other:?} after {} bytes", head.len());
+                }
+                return None;
+            }
         }
     }
     let text = String::from_utf8(head).unwrap();
@@ -166,7 +172,12 @@ pub fn read_response(s: &mut impl Read, head_only: bool) -> Option<Response> {
 pub fn closed_by_server(s: &mut TcpStream) -> bool {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut b = [0u8; 1];
-    matches!(s.read(&mut b), Ok(0) | Err(_))
+    loop {
+        match s.read(&mut b) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            r => return matches!(r, Ok(0) | Err(_)),
+        }
+    }
 }
 
 /// `GET path` with HTTP/1.1 and a Host header, plus extra header lines.

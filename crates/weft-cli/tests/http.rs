@@ -1,0 +1,195 @@
+//! `weft http` as an operator runs it: the binary, its flags, its errors, and SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Kills the child by PID on drop (if it is still running).
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn weft() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_weft"))
+}
+
+/// A fresh directory under the system temp dir with one file.
+fn site(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("weft-http-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("hello.txt"), "hello from weft\n").unwrap();
+    dir
+}
+
+/// Starts `weft http` on an ephemeral port and returns it with the address it printed.
+fn start(root: &PathBuf, extra: &[&str]) -> (ChildGuard, SocketAddr) {
+    let mut child = weft()
+        .args(["http", "--root"])
+        .arg(root)
+        .args(["--listen", "127.0.0.1:0"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let guard = ChildGuard(child);
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+        .parse()
+        .unwrap();
+    (guard, addr)
+}
+
+fn fetch(addr: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+fn sigterm(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "did not exit within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn serves_then_exits_zero_on_sigterm() {
+    for io in ["uring", "epoll"] {
+        let root = site(&format!("serve-{io}"));
+        let log = root.join("access.log");
+        let (mut guard, addr) = start(
+            &root,
+            &[
+                "--io",
+                io,
+                "--processors",
+                "2",
+                "--access-log",
+                log.to_str().unwrap(),
+            ],
+        );
+        let reply = fetch(addr, "/hello.txt");
+        assert!(reply.starts_with("HTTP/1.1 200 OK\r\n"), "{reply}");
+        assert!(reply.ends_with("\r\n\r\nhello from weft\n"), "{reply}");
+        // An idle keep-alive connection must not hold the shutdown up.
+        let mut idle = TcpStream::connect(addr).unwrap();
+        idle.write_all(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let _ = idle.read(&mut buf).unwrap();
+        sigterm(&guard.0);
+        let status = wait_exit(&mut guard.0, Duration::from_secs(30));
+        assert!(status.success(), "{status:?}");
+        assert!(
+            TcpStream::connect(addr).is_err(),
+            "still listening after exit"
+        );
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            logged.contains("\"GET /hello.txt HTTP/1.1\" 200 16"),
+            "{logged}"
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
+
+#[test]
+fn defaults_to_the_current_directory() {
+    let root = site("cwd");
+    let mut child = weft()
+        .args(["http", "--listen", "127.0.0.1:0"])
+        .current_dir(&root)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let guard = ChildGuard(child);
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr: SocketAddr = line.trim()["listening on ".len()..].parse().unwrap();
+    assert!(fetch(addr, "/hello.txt").ends_with("hello from weft\n"));
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+fn fails_with(args: &[&str], expected: &str) {
+    let out = weft().args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} succeeded");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(expected), "{args:?}: {err}");
+}
+
+#[test]
+fn clear_errors() {
+    fails_with(
+        &[
+            "http",
+            "--root",
+            "/nonexistent/weft-root",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        "/nonexistent/weft-root",
+    );
+    let root = site("errors");
+    let file = root.join("hello.txt");
+    fails_with(
+        &[
+            "http",
+            "--root",
+            file.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        "not a directory",
+    );
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().to_string();
+    fails_with(
+        &["http", "--root", root.to_str().unwrap(), "--listen", &port],
+        "Address already in use",
+    );
+    fails_with(
+        &["http", "--listen", "nonsense"],
+        "invalid value 'nonsense'",
+    );
+    fails_with(&["http", "--processors", "0"], "--processors");
+    fails_with(&["http", "--scheduler", "nope"], "nope");
+    fails_with(&["http", "--io", "kqueue"], "kqueue");
+    fails_with(&["http", "--max-connections", "0"], "--max-connections");
+    let _ = std::fs::remove_dir_all(&root);
+}
