@@ -30,6 +30,8 @@ enum BenchCommand {
     EchoServer(super::echo::EchoServerArgs),
     /// File sending over TCP: sendfile vs splice vs read+send, by file size.
     SendFile(super::sendfile::SendFileArgs),
+    /// Static HTTP: weft http vs nginx, pinned side by side (keep-alive, short-lived, open loop).
+    Http(super::http_bench::HttpBenchArgs),
 }
 
 /// Which benchmark `weft bench sched` runs.
@@ -228,6 +230,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Echo(args) => super::echo::run(&args),
         BenchCommand::EchoServer(args) => super::echo::run_server(&args),
         BenchCommand::SendFile(args) => super::sendfile::run(&args),
+        BenchCommand::Http(args) => super::http_bench::run(&args),
     }
 }
 

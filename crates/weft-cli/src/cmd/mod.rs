@@ -4,6 +4,7 @@ pub mod bench;
 pub mod echo;
 pub mod fileset;
 pub mod http;
+pub mod http_bench;
 pub mod load;
 pub mod sendfile;
 
