@@ -14,6 +14,7 @@
 
 pub mod cpu;
 pub mod dist;
+pub mod experiment;
 pub mod fileset;
 pub mod http;
 pub mod latency;

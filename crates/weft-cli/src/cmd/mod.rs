@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod echo;
+pub mod experiment;
 pub mod fileset;
 pub mod http;
 pub mod http_bench;
@@ -20,6 +21,9 @@ pub enum Command {
     Load(load::LoadArgs),
     /// Write the thesis's static-web file set (21,600 files at scale 1), deterministically.
     Fileset(fileset::FilesetArgs),
+    /// The thesis experiments end to end: start weft's servers and memcached/nginx, sweep
+    /// rates, write results and SVG plots. `weft experiment quick` takes about 2 minutes.
+    Experiment(experiment::ExperimentArgs),
 }
 
 /// Runs a parsed subcommand.
@@ -29,5 +33,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Http(args) => http::run(args),
         Command::Load(args) => load::run(args),
         Command::Fileset(args) => fileset::run(args),
+        Command::Experiment(args) => experiment::run(args),
     }
 }

@@ -1,0 +1,143 @@
+//! `weft experiment ...`: the thesis experiments end to end (servers, load, sweeps, plots).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use weft_load::experiment::{self, output, Kind, Rates, Settings};
+use weft_load::fileset;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Which {
+    /// memcached load at 3% updates: actual QPS and p99 latency vs target QPS.
+    Memcached,
+    /// memcached load at 3, 5, 10 and 50% updates, one panel each.
+    Updates,
+    /// Static files (the thesis file set): replies/s and error rate vs request rate.
+    Static,
+    /// A small memcached + static run that finishes in about 2 minutes.
+    Quick,
+}
+
+#[derive(Debug, Args)]
+#[command(after_long_help = "\
+Servers: weft's own (`weft memcached`, `weft http`, 1 processor) and, when installed, \
+memcached -t 1 and nginx (1 worker, sendfile on, access_log off), each on a free port on \
+127.0.0.1. With 2 or more CPUs the server runs on CPU 0 and the load generator on CPU 1. \
+Ctrl-C stops the run, kills every process it started, and still writes what was measured.
+
+Writes OUT/results.json, OUT/results.csv, OUT/<experiment>-*.svg and OUT/logs/ (server output).")]
+pub struct ExperimentArgs {
+    /// Which experiment.
+    #[arg(value_enum)]
+    which: Which,
+    /// Output directory.
+    #[arg(long, default_value = "weft-results")]
+    out: PathBuf,
+    /// Runs per point (median, min and max are plotted). Default: 3 (1 for quick).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Target rates FROM:TO:STEP (QPS for memcached, requests/s for static).
+    #[arg(long)]
+    rates: Option<Rates>,
+    /// Seconds measured per point. Default: 10 (3 for quick).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Seconds of load before each measurement. Default: 1 (0.5 for quick).
+    #[arg(long)]
+    warmup: Option<f64>,
+    /// memcached client connections.
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// Run weft's servers once per scheduler policy listed (comma-separated), e.g.
+    /// work-stealing,global-fifo. Default: each server's default policy.
+    #[arg(long, value_delimiter = ',')]
+    schedulers: Vec<String>,
+    /// Directory of the static file set (generated there if missing). Default: OUT/fileset.
+    #[arg(long)]
+    fileset: Option<PathBuf>,
+    /// Scale of the generated file set (1 = 21,600 files, 2.3 GB). Default: 0.1 (0.01 for quick).
+    #[arg(long)]
+    fileset_scale: Option<f64>,
+    /// Only weft's servers, even if memcached and nginx are installed.
+    #[arg(long)]
+    no_peers: bool,
+}
+
+/// Runs a parsed `weft experiment` command.
+pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
+    let quick = args.which == Which::Quick;
+    let kind = match args.which {
+        Which::Memcached => Kind::Memcached,
+        Which::Updates => Kind::Updates,
+        Which::Static => Kind::Static,
+        Which::Quick => Kind::Quick,
+    };
+    let runs = args.runs.unwrap_or(if quick { 1 } else { 3 });
+    if runs == 0 {
+        anyhow::bail!("--runs must be at least 1");
+    }
+    let duration = args.duration.unwrap_or(if quick { 3.0 } else { 10.0 });
+    let warmup = args.warmup.unwrap_or(if quick { 0.5 } else { 1.0 });
+    if !(duration > 0.0 && warmup >= 0.0) {
+        anyhow::bail!("--duration must be > 0 and --warmup >= 0");
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let settings = Settings {
+        fileset: args.fileset.unwrap_or_else(|| args.out.join("fileset")),
+        fileset_scale: args.fileset_scale.unwrap_or(if quick { 0.01 } else { 0.1 }),
+        out: args.out,
+        runs,
+        rates: args.rates,
+        duration,
+        warmup,
+        connections: args.connections,
+        schedulers: args.schedulers,
+        weft_exe: std::env::current_exe().context("finding the weft executable")?,
+        peers: !args.no_peers,
+    };
+    let started = Instant::now();
+    let mut notes = Vec::new();
+    let sweeps = experiment::plan(kind, &settings, &mut notes);
+    for note in &notes {
+        eprintln!("note: {note}");
+    }
+    if sweeps.is_empty() {
+        anyhow::bail!("no server to measure (see the notes above)");
+    }
+    if sweeps
+        .iter()
+        .any(|s| matches!(s.load, experiment::Load::Static))
+    {
+        eprintln!(
+            "preparing the file set (scale {}) in {}",
+            settings.fileset_scale,
+            settings.fileset.display()
+        );
+        fileset::generate(&settings.fileset, settings.fileset_scale, 1)?;
+    }
+    let interrupted = experiment::interrupt_flag()?;
+    let mut points = Vec::new();
+    let outcome = experiment::run_sweeps(&settings, &sweeps, &interrupted, &mut points);
+    let mut files = output::write_raw(&settings.out, &points)?;
+    if !points.is_empty() {
+        files.extend(output::write_plots(&settings.out, &points)?);
+        println!("{}", output::summary(&points));
+    }
+    for note in &notes {
+        println!("note: {note}");
+    }
+    println!(
+        "{} points in {:.0} s; wrote {}",
+        points.len(),
+        started.elapsed().as_secs_f64(),
+        files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    outcome
+}

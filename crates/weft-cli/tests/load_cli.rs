@@ -1,0 +1,84 @@
+//! `weft load`, `weft fileset` and `weft experiment` as a user runs them: real processes.
+
+use std::process::Command;
+
+fn weft() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_weft"))
+}
+
+fn temp(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("weft-cli-{name}-{}", std::process::id()))
+}
+
+#[test]
+fn bad_flags_are_refused_with_the_reason() {
+    let out = weft()
+        .args(["load", "memcached", "--value-size", "normal:3"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected fixed:N"));
+    let out = weft()
+        .args(["load", "memcached", "--connections", "0", "--duration", "1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--connections"));
+    let out = weft()
+        .args(["load", "http", "--rate", "10"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "needs --fileset or --urls");
+    let out = weft()
+        .args(["experiment", "quick", "--rates", "5:1:1"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FROM <= TO"));
+}
+
+#[test]
+fn fileset_then_static_experiment_writes_results_and_plots() {
+    let out_dir = temp("experiment");
+    let set = out_dir.join("fileset");
+    let status = weft()
+        .args(["fileset", "--scale", "0.002", "--out"])
+        .arg(&set)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(set.join("weft-fileset.tsv").is_file());
+    let out = weft()
+        .args(["experiment", "static", "--no-peers", "--runs", "1"])
+        .args([
+            "--rates",
+            "100:200:100",
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0.1",
+        ])
+        .arg("--out")
+        .arg(&out_dir)
+        .arg("--fileset")
+        .arg(&set)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("| static files | weft | 100 |"), "{stdout}");
+    for f in [
+        "results.json",
+        "results.csv",
+        "static-throughput.svg",
+        "static-errors.svg",
+    ] {
+        assert!(out_dir.join(f).is_file(), "{f} missing");
+    }
+    let csv = std::fs::read_to_string(out_dir.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    std::fs::remove_dir_all(&out_dir).unwrap();
+}

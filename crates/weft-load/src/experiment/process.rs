@@ -1,0 +1,203 @@
+//! Child processes of an experiment: servers and load generators, pinned to CPUs, always
+//! killed by PID when their guard drops (also on error and on Ctrl-C).
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+/// A running child; dropping it kills it (SIGTERM, then SIGKILL after a grace period).
+#[derive(Debug)]
+pub struct Running {
+    child: Child,
+    name: String,
+    log: PathBuf,
+}
+
+impl Running {
+    /// Starts `program args` pinned to `cpu` (if given), stdout and stderr to `log`.
+    pub fn start(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        cpu: Option<usize>,
+        log: PathBuf,
+    ) -> anyhow::Result<Running> {
+        let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out);
+        pin(&mut cmd, cpu);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {name} ({})", program.display()))?;
+        Ok(Running {
+            child,
+            name: name.to_string(),
+            log,
+        })
+    }
+
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits until `addr` accepts connections; fails if the child exits first or `timeout`
+    /// passes, quoting the end of its log.
+    pub fn wait_for_port(&mut self, addr: SocketAddr, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            if let Some(status) = self.child.try_wait()? {
+                bail!(
+                    "{} exited ({status}) before listening on {addr}: {}",
+                    self.name,
+                    log_tail(&self.log)
+                );
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "{} did not listen on {addr} within {timeout:?}: {}",
+                    self.name,
+                    log_tail(&self.log)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the child: SIGTERM, up to 3 s to exit, then SIGKILL.
+    pub fn stop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        // SAFETY: kill(2) on our own child's pid, which has not been reaped yet (try_wait
+        // above saw it running), so the pid cannot name another process.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Runs `program args` pinned to `cpu` to completion and returns its stdout. Gives up (and
+/// kills it) when `interrupted` is set or after `limit`.
+pub fn run_to_end(
+    program: &Path,
+    args: &[String],
+    cpu: Option<usize>,
+    interrupted: &AtomicBool,
+    limit: Duration,
+) -> anyhow::Result<String> {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    pin(&mut cmd, cpu);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", program.display()))?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if interrupted.load(Ordering::Relaxed) || Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            if interrupted.load(Ordering::Relaxed) {
+                bail!("interrupted");
+            }
+            bail!("{} ran longer than {limit:?}; killed", program.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = out_reader.join().unwrap_or_default();
+    let err = err_reader.join().unwrap_or_default();
+    if !status.success() {
+        bail!("{} failed ({status}): {}", program.display(), err.trim());
+    }
+    Ok(out)
+}
+
+/// Makes the child run only on `cpu`.
+fn pin(cmd: &mut Command, cpu: Option<usize>) {
+    let Some(cpu) = cpu else { return };
+    // SAFETY: the closure runs in the forked child before exec and only calls
+    // sched_setaffinity on a stack-local set, which is async-signal-safe (no allocation,
+    // no locks).
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The last few lines of a log, for error messages.
+pub fn log_tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().rev().take(5).collect();
+    if lines.is_empty() {
+        return format!("(no output; log {})", log.display());
+    }
+    lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released; good enough for a child to take).
+pub fn free_port() -> io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Finds `name` on PATH or in the usual sbin directories.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/usr/bin", "/sbin"].map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
