@@ -65,6 +65,7 @@ fn config(server: String) -> Config {
         server,
         source: Source::Urls(urls()),
         session_rate: 400.0,
+        connections: 0,
         requests_per_session: 2,
         think: Duration::ZERO,
         duration: Duration::from_millis(500),
@@ -109,4 +110,16 @@ fn timeouts_and_refusals_are_counted_by_kind() {
     let report = http::run(&config(format!("127.0.0.1:{port}"))).unwrap();
     assert!(report.errors.refused > 50, "{report:?}");
     assert_eq!(report.replies, 0);
+}
+
+#[test]
+fn closed_loop_keeps_connections_busy() {
+    let mut cfg = config(fake_server(200, false));
+    cfg.session_rate = 0.0;
+    cfg.connections = 4;
+    let report = http::run(&cfg).unwrap();
+    assert!(report.replies > 200, "{report:?}");
+    assert_eq!(report.errors_total, 0, "{report:?}");
+    cfg.connections = 0;
+    assert!(http::run(&cfg).is_err());
 }

@@ -42,9 +42,13 @@ struct HttpArgs {
     /// Sessions started per second.
     #[arg(long)]
     session_rate: Option<f64>,
-    /// Requests per second (sessions per second = rate / --requests-per-session).
+    /// Requests per second (sessions per second = rate / --requests-per-session);
+    /// 0 = closed loop: --connections keep-alive connections sending back to back (like wrk).
     #[arg(long)]
     rate: Option<f64>,
+    /// Connections of the closed loop (--rate 0).
+    #[arg(long, default_value_t = 32)]
+    connections: usize,
     /// Requests in each session, sent one after another on its connection.
     #[arg(long, default_value_t = 1)]
     requests_per_session: usize,
@@ -187,6 +191,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
                 server: a.server,
                 source,
                 session_rate,
+                connections: a.connections,
                 requests_per_session: a.requests_per_session,
                 think: Duration::from_millis(a.think_time),
                 duration: Duration::from_secs_f64(a.duration),

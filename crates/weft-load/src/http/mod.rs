@@ -43,8 +43,11 @@ pub enum Source {
 pub struct Config {
     pub server: String,
     pub source: Source,
-    /// Sessions started per second.
+    /// Sessions started per second; 0 = closed loop: `connections` keep-alive connections
+    /// each sending its next request as soon as the last reply arrives (like wrk).
     pub session_rate: f64,
+    /// Connections of the closed loop (ignored when `session_rate` > 0).
+    pub connections: usize,
     pub requests_per_session: usize,
     pub think: Duration,
     pub duration: Duration,
@@ -59,8 +62,11 @@ pub struct Config {
 impl Config {
     /// Rejects settings that cannot run.
     pub fn validate(&self) -> anyhow::Result<()> {
-        if !(self.session_rate > 0.0 && self.session_rate.is_finite()) {
-            bail!("the rate must be a number > 0");
+        if !(self.session_rate >= 0.0 && self.session_rate.is_finite()) {
+            bail!("the rate must be a number >= 0 (0 = closed loop over --connections)");
+        }
+        if self.session_rate == 0.0 && self.connections == 0 {
+            bail!("a closed loop (rate 0) needs --connections >= 1");
         }
         if self.requests_per_session == 0 {
             bail!("--requests-per-session must be at least 1");
@@ -206,6 +212,9 @@ fn drive(
     let open = Arc::new(AtomicUsize::new(0));
     let sessions = Arc::new(weft::sync::WaitGroup::new());
     let mut rng = SmallRng::seed_from_u64(config.seed);
+    if config.session_rate == 0.0 {
+        return closed_loop(config, plan, start);
+    }
     let mut schedule = Poisson::new(config.session_rate, start, &mut rng);
     let mut measured_cpu = None;
     let mut index = 0u64;
@@ -248,12 +257,43 @@ fn drive(
     let cpu_used = cpu::process_cpu_time() - cpu_before;
     let wall = wall_before.elapsed();
     let _ = sessions.wait_timeout(config.timeout + Duration::from_secs(2));
+    Ok(report(config, &plan, cpu_used, wall))
+}
+
+/// `connections` fibers, each a keep-alive connection sending back to back until the end.
+fn closed_loop(config: &Config, plan: Arc<SessionPlan>, start: Instant) -> anyhow::Result<Report> {
+    let mut fibers = Vec::with_capacity(config.connections);
+    for i in 0..config.connections {
+        let plan = plan.clone();
+        let seed = config.seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        fibers.push(
+            weft::Builder::new()
+                .stack_size(crate::memcached::connection::FIBER_STACK_BYTES)
+                .spawn(move || {
+                    let _ = weft::sleep_until(start);
+                    session::run_closed(&plan, &mut SmallRng::seed_from_u64(seed));
+                })
+                .context("spawning a connection fiber")?,
+        );
+    }
+    let _ = weft::sleep_until(plan.count_from);
+    let (cpu_before, wall_before) = (cpu::process_cpu_time(), Instant::now());
+    let _ = weft::sleep_until(plan.end);
+    let cpu_used = cpu::process_cpu_time() - cpu_before;
+    let wall = wall_before.elapsed();
+    for f in fibers {
+        let _ = f.join();
+    }
+    Ok(report(config, &plan, cpu_used, wall))
+}
+
+fn report(config: &Config, plan: &SessionPlan, cpu_used: Duration, wall: Duration) -> Report {
     let total = plan.recorder.total();
     let errors = plan.errors.snapshot();
     let attempted = total.replies + errors.total();
     let utilisation = cpu::utilisation(cpu_used, wall, config.threads);
     let secs = config.duration.as_secs_f64();
-    Ok(Report {
+    Report {
         server: config.server.clone(),
         target_rate: config.session_rate * config.requests_per_session as f64,
         session_rate: config.session_rate,
@@ -270,5 +310,5 @@ fn drive(
         generator_cpu_us_per_request: cpu_used.as_secs_f64() * 1e6 / attempted.max(1) as f64,
         generator_utilisation: utilisation,
         generator_saturated: utilisation > cpu::SATURATED,
-    })
+    }
 }

@@ -155,6 +155,59 @@ pub fn run(plan: &SessionPlan, start: Instant, rng: &mut SmallRng) {
     }
 }
 
+/// Closed loop on one keep-alive connection: each request is intended the moment the
+/// previous reply ends; a failed connection is counted and replaced.
+pub fn run_closed(plan: &SessionPlan, rng: &mut SmallRng) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut request = Vec::with_capacity(256);
+    let mut stream: Option<TcpStream> = None;
+    loop {
+        let intended = Instant::now();
+        if intended >= plan.end {
+            return;
+        }
+        request.clear();
+        let path = plan.names.sample(rng);
+        let _ = write!(
+            request,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: weft-load\r\n\r\n",
+            plan.host
+        );
+        let outcome = exchange(
+            plan,
+            &mut stream,
+            &request,
+            &mut buf,
+            intended + plan.timeout,
+        );
+        let counted = plan.counts(intended);
+        match outcome {
+            Ok(r) => {
+                if counted {
+                    plan.bytes.fetch_add(r.body_bytes, Ordering::Relaxed);
+                    if (200..400).contains(&r.status) {
+                        let latency = intended.elapsed();
+                        plan.recorder.with(|t| t.record(latency));
+                    } else {
+                        plan.errors.bad_status.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                if r.close {
+                    stream = None;
+                }
+            }
+            Err(e) => {
+                if counted {
+                    plan.errors.count(&e);
+                }
+                stream = None;
+                // Do not spin on a server that refuses.
+                let _ = weft::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
 fn exchange(
     plan: &SessionPlan,
     stream: &mut Option<TcpStream>,
