@@ -20,6 +20,8 @@ fn fake_server(status: u16, hold: bool) -> String {
 }
 
 fn serve(conn: TcpStream, status: u16, hold: bool) {
+    // As real servers do on keep-alive connections: no Nagle stalls between replies.
+    conn.set_nodelay(true).unwrap();
     let mut out = conn.try_clone().unwrap();
     let mut reader = BufReader::new(conn);
     loop {
