@@ -32,6 +32,9 @@ enum BenchCommand {
     SendFile(super::sendfile::SendFileArgs),
     /// Static HTTP: weft http vs nginx, pinned side by side (keep-alive, short-lived, open loop).
     Http(super::http_bench::HttpBenchArgs),
+    /// The load generators measured: agreement with wrk and memcaslap (closed loop), CPU per
+    /// request against memcached's, cost of a latency sample.
+    Load(super::load_bench::LoadBenchArgs),
 }
 
 /// Which benchmark `weft bench sched` runs.
@@ -231,6 +234,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::EchoServer(args) => super::echo::run_server(&args),
         BenchCommand::SendFile(args) => super::sendfile::run(&args),
         BenchCommand::Http(args) => super::http_bench::run(&args),
+        BenchCommand::Load(args) => super::load_bench::run(&args),
     }
 }
 

@@ -7,6 +7,7 @@ pub mod fileset;
 pub mod http;
 pub mod http_bench;
 pub mod load;
+pub mod load_bench;
 pub mod sendfile;
 
 use clap::Subcommand;

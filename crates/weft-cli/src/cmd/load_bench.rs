@@ -1,0 +1,378 @@
+//! `weft bench load`: the load generators measured — agreement with wrk and memcaslap in
+//! closed loop (same server, same settings), generator CPU per request against memcached's
+//! CPU per request at the same offered load, and the cost of recording a latency sample.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use weft_load::experiment::process::{self, Running};
+use weft_load::latency::Recorder;
+
+#[derive(Debug, Args)]
+pub struct LoadBenchArgs {
+    /// Connections for the closed-loop comparisons.
+    #[arg(long, default_value_t = 32)]
+    connections: usize,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Repetitions of each comparison (medians are reported).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Offered loads (QPS) at which generator and memcached CPU per request are compared.
+    #[arg(long, value_delimiter = ',', default_value = "20000,50000,80000")]
+    cpu_rates: Vec<f64>,
+    /// Print one JSON object per comparison.
+    #[arg(long)]
+    json: bool,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn cpu_pinning() -> (Option<usize>, Option<usize>) {
+    match weft_load::cpu::allowed_cpus() {
+        Ok(n) if n >= 2 => (Some(0), Some(1)),
+        _ => (None, None),
+    }
+}
+
+fn root_flag() -> Vec<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        vec!["-u".into(), "root".into()]
+    } else {
+        vec![]
+    }
+}
+
+/// Runs the comparisons and prints them.
+pub fn run(args: &LoadBenchArgs) -> anyhow::Result<()> {
+    if args.runs == 0 || args.duration <= 0.0 || args.connections == 0 {
+        bail!("--runs, --duration and --connections must be > 0");
+    }
+    let exe = std::env::current_exe().context("finding the weft executable")?;
+    let work = std::env::temp_dir().join(format!("weft-bench-load-{}", std::process::id()));
+    std::fs::create_dir_all(&work)?;
+    let interrupted = AtomicBool::new(false);
+    let result = (|| -> anyhow::Result<()> {
+        sample_cost(args)?;
+        match (process::find_program("nginx"), process::find_program("wrk")) {
+            (Some(nginx), Some(wrk)) => http_vs_wrk(args, &exe, &nginx, &wrk, &work, &interrupted)?,
+            _ => {
+                println!("skipped: HTTP validation needs nginx and wrk (apt-get install nginx wrk)")
+            }
+        }
+        match (process::find_program("memcached"), process::find_program("memcaslap")) {
+            (Some(mc), Some(slap)) => {
+                memcached_vs_memcaslap(args, &exe, &mc, &slap, &work, &interrupted)?;
+                generator_cpu(args, &exe, &mc, &work, &interrupted)?;
+            }
+            _ => println!(
+                "skipped: memcached validation needs memcached and memcaslap (apt-get install memcached libmemcached-tools)"
+            ),
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
+
+/// Nanoseconds per latency sample recorded (a timestamp plus a histogram increment).
+fn sample_cost(args: &LoadBenchArgs) -> anyhow::Result<()> {
+    let recorder = Recorder::new();
+    const SAMPLES: u32 = 10_000_000;
+    let start = Instant::now();
+    for i in 0..SAMPLES {
+        let intended = start + Duration::from_nanos(u64::from(i));
+        let latency = Instant::now().saturating_duration_since(intended);
+        recorder.with(|t| t.record(latency));
+    }
+    let ns = start.elapsed().as_nanos() as f64 / f64::from(SAMPLES);
+    assert_eq!(recorder.total().replies, u64::from(SAMPLES));
+    if args.json {
+        println!("{{\"comparison\":\"sample_cost\",\"ns_per_sample\":{ns:.1}}}");
+    } else {
+        println!("latency sample (clock read + histogram record): {ns:.1} ns");
+    }
+    Ok(())
+}
+
+fn http_vs_wrk(
+    args: &LoadBenchArgs,
+    exe: &Path,
+    nginx: &Path,
+    wrk: &Path,
+    work: &Path,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<()> {
+    let root = work.join("www");
+    std::fs::create_dir_all(&root)?;
+    std::fs::write(root.join("f4k.bin"), vec![b'x'; 4096])?;
+    let urls = work.join("urls.txt");
+    std::fs::write(&urls, "/f4k.bin\n")?;
+    let port = process::free_port()?;
+    let conf = work.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "daemon off; master_process off; worker_processes 1; pid {w}/nginx.pid;\n\
+             error_log {w}/nginx-error.log; events {{ worker_connections 4096; }}\n\
+             http {{ access_log off; sendfile on; client_body_temp_path {w}/b; proxy_temp_path {w}/p;\n\
+             fastcgi_temp_path {w}/f; uwsgi_temp_path {w}/u; scgi_temp_path {w}/s;\n\
+             server {{ listen 127.0.0.1:{port}; root {r}; }} }}\n",
+            w = work.display(),
+            r = root.display()
+        ),
+    )?;
+    let (server_cpu, load_cpu) = cpu_pinning();
+    let conf_arg = conf.display().to_string();
+    let err_log = work.join("nginx-error.log").display().to_string();
+    let mut server = Running::start(
+        "nginx",
+        nginx,
+        &["-c".into(), conf_arg, "-e".into(), err_log],
+        server_cpu,
+        work.join("nginx.log"),
+    )?;
+    let addr = ([127, 0, 0, 1], port).into();
+    server.wait_for_port(addr, Duration::from_secs(10))?;
+    let limit = Duration::from_secs_f64(args.duration + 60.0);
+    let (mut wrk_rates, mut weft_rates) = (Vec::new(), Vec::new());
+    for _ in 0..args.runs {
+        let out = process::run_to_end(
+            wrk,
+            &[
+                "-t1".into(),
+                format!("-c{}", args.connections),
+                format!("-d{}s", args.duration.ceil()),
+                format!("http://127.0.0.1:{port}/f4k.bin"),
+            ],
+            load_cpu,
+            interrupted,
+            limit,
+        )?;
+        let rate = out
+            .lines()
+            .find_map(|l| l.strip_prefix("Requests/sec:"))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .with_context(|| format!("no Requests/sec in wrk's output: {out}"))?;
+        wrk_rates.push(rate);
+        let out = process::run_to_end(
+            exe,
+            &[
+                "load".into(),
+                "http".into(),
+                "--server".into(),
+                format!("127.0.0.1:{port}"),
+                "--urls".into(),
+                urls.display().to_string(),
+                "--rate".into(),
+                "0".into(),
+                "--connections".into(),
+                args.connections.to_string(),
+                "--duration".into(),
+                args.duration.ceil().to_string(),
+                "--warmup".into(),
+                "0.5".into(),
+                "--json".into(),
+            ],
+            load_cpu,
+            interrupted,
+            limit,
+        )?;
+        let report: weft_load::http::Report = serde_json::from_str(out.trim())?;
+        weft_rates.push(report.replies_per_sec);
+    }
+    server.stop();
+    report_pair(
+        args,
+        "http_closed_loop",
+        "wrk",
+        &mut wrk_rates,
+        "weft load http",
+        &mut weft_rates,
+    );
+    Ok(())
+}
+
+fn start_memcached(mc: &Path, work: &Path) -> anyhow::Result<(Running, u16)> {
+    let port = process::free_port()?;
+    let mut a: Vec<String> = [
+        "-p",
+        &port.to_string(),
+        "-l",
+        "127.0.0.1",
+        "-t",
+        "1",
+        "-U",
+        "0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend(["-m".into(), "1024".into(), "-c".into(), "4096".into()]);
+    a.extend(root_flag());
+    let mut server = Running::start(
+        "memcached",
+        mc,
+        &a,
+        cpu_pinning().0,
+        work.join("memcached.log"),
+    )?;
+    server.wait_for_port(([127, 0, 0, 1], port).into(), Duration::from_secs(10))?;
+    Ok((server, port))
+}
+
+fn memcached_vs_memcaslap(
+    args: &LoadBenchArgs,
+    exe: &Path,
+    mc: &Path,
+    slap: &Path,
+    work: &Path,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<()> {
+    let (mut server, port) = start_memcached(mc, work)?;
+    let load_cpu = cpu_pinning().1;
+    let limit = Duration::from_secs_f64(args.duration + 60.0);
+    let (mut slap_rates, mut weft_rates) = (Vec::new(), Vec::new());
+    for _ in 0..args.runs {
+        // memcaslap's default mix is 9 gets : 1 set; -X fixes the value size.
+        let out = process::run_to_end(
+            slap,
+            &[
+                "-s".into(),
+                format!("127.0.0.1:{port}"),
+                "-T".into(),
+                "1".into(),
+                "-c".into(),
+                args.connections.to_string(),
+                "-t".into(),
+                format!("{}s", args.duration.ceil()),
+                "-X".into(),
+                "200".into(),
+            ],
+            load_cpu,
+            interrupted,
+            limit,
+        )?;
+        let tps = out
+            .split_whitespace()
+            .skip_while(|w| *w != "TPS:")
+            .nth(1)
+            .and_then(|v| v.parse::<f64>().ok())
+            .with_context(|| format!("no TPS in memcaslap's output: {out}"))?;
+        slap_rates.push(tps);
+        let report = weft_memcached(exe, port, args, 0.0, load_cpu, interrupted)?;
+        weft_rates.push(report.actual_qps);
+    }
+    server.stop();
+    report_pair(
+        args,
+        "memcached_closed_loop",
+        "memcaslap",
+        &mut slap_rates,
+        "weft load memcached",
+        &mut weft_rates,
+    );
+    Ok(())
+}
+
+fn weft_memcached(
+    exe: &Path,
+    port: u16,
+    args: &LoadBenchArgs,
+    qps: f64,
+    cpu: Option<usize>,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<weft_load::memcached::Report> {
+    let out = process::run_to_end(
+        exe,
+        &[
+            "load".into(),
+            "memcached".into(),
+            "--server".into(),
+            format!("127.0.0.1:{port}"),
+            "--connections".into(),
+            args.connections.to_string(),
+            "--qps".into(),
+            qps.to_string(),
+            "--update-ratio".into(),
+            "0.1".into(),
+            "--value-size".into(),
+            "fixed:200".into(),
+            "--duration".into(),
+            args.duration.ceil().to_string(),
+            "--warmup".into(),
+            "0.5".into(),
+            "--json".into(),
+        ],
+        cpu,
+        interrupted,
+        Duration::from_secs_f64(args.duration + 60.0),
+    )?;
+    Ok(serde_json::from_str(out.trim())?)
+}
+
+/// Generator CPU per request vs memcached's CPU per request, same run, same load.
+fn generator_cpu(
+    args: &LoadBenchArgs,
+    exe: &Path,
+    mc: &Path,
+    work: &Path,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<()> {
+    for &qps in &args.cpu_rates {
+        let (mut server, port) = start_memcached(mc, work)?;
+        let pid = server.pid();
+        let before = weft_bench::echo::cpu::process_cpu_seconds(pid)?;
+        let report = weft_memcached(exe, port, args, qps, cpu_pinning().1, interrupted)?;
+        let server_cpu = weft_bench::echo::cpu::process_cpu_seconds(pid)? - before;
+        server.stop();
+        // The server served warm-up and preload too; count every reply it sent.
+        let served = report.actual_qps * (report.duration_s + 0.5) + 10_000.0;
+        let server_us = server_cpu * 1e6 / served.max(1.0);
+        let ratio = report.generator_cpu_us_per_request / server_us.max(1e-9);
+        if args.json {
+            println!(
+                "{{\"comparison\":\"generator_cpu\",\"qps\":{qps},\"actual_qps\":{:.0},\"generator_cpu_us_per_request\":{:.2},\"memcached_cpu_us_per_request\":{server_us:.2},\"ratio\":{ratio:.2}}}",
+                report.actual_qps, report.generator_cpu_us_per_request
+            );
+        } else {
+            println!(
+                "CPU per request at {qps:.0} QPS (actual {:.0}): generator {:.2} us, memcached {server_us:.2} us, ratio {ratio:.2}",
+                report.actual_qps, report.generator_cpu_us_per_request
+            );
+        }
+    }
+    Ok(())
+}
+
+fn report_pair(
+    args: &LoadBenchArgs,
+    name: &str,
+    reference: &str,
+    reference_rates: &mut [f64],
+    ours: &str,
+    our_rates: &mut [f64],
+) {
+    let r = median(reference_rates);
+    let o = median(our_rates);
+    let diff_pct = (o - r) / r * 100.0;
+    if args.json {
+        println!(
+            "{{\"comparison\":\"{name}\",\"reference\":\"{reference}\",\"reference_per_sec\":{r:.0},\"weft_per_sec\":{o:.0},\"difference_pct\":{diff_pct:.1},\"runs\":{}}}",
+            reference_rates.len()
+        );
+    } else {
+        println!(
+            "{name}: {reference} {r:.0}/s, {ours} {o:.0}/s, difference {diff_pct:+.1}% (median of {})",
+            reference_rates.len()
+        );
+    }
+}
