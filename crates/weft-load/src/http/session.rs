@@ -18,6 +18,10 @@ use super::names::Names;
 use super::reply;
 use crate::latency::Recorder;
 
+/// Receive buffer of one session: room for a response head (`reply::MAX_HEADER_BYTES`);
+/// bodies stream through it. Small, because thousands of sessions may be open at once.
+const SESSION_BUFFER_BYTES: usize = reply::MAX_HEADER_BYTES;
+
 /// Errors by kind, as `--json` prints them.
 #[derive(Debug, Default)]
 pub struct ErrorCounters {
@@ -109,7 +113,7 @@ impl SessionPlan {
 /// Runs one session intended to start at `start`.
 pub fn run(plan: &SessionPlan, start: Instant, rng: &mut SmallRng) {
     let counted = plan.counts(start);
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; SESSION_BUFFER_BYTES];
     let mut request = Vec::with_capacity(256);
     let mut stream: Option<TcpStream> = None;
     let mut intended = start;
@@ -158,7 +162,7 @@ pub fn run(plan: &SessionPlan, start: Instant, rng: &mut SmallRng) {
 /// Closed loop on one keep-alive connection: each request is intended the moment the
 /// previous reply ends; a failed connection is counted and replaced.
 pub fn run_closed(plan: &SessionPlan, rng: &mut SmallRng) {
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; SESSION_BUFFER_BYTES];
     let mut request = Vec::with_capacity(256);
     let mut stream: Option<TcpStream> = None;
     loop {
