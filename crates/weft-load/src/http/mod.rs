@@ -226,7 +226,9 @@ fn drive(
         if measured_cpu.is_none() && at >= plan.count_from {
             measured_cpu = Some((cpu::process_cpu_time(), Instant::now()));
         }
-        let _ = weft::sleep_until(at);
+        if at > Instant::now() {
+            let _ = weft::sleep_until(at);
+        }
         if open.load(Ordering::Relaxed) >= max_sessions {
             if at >= plan.count_from {
                 plan.errors.fd_unavailable.fetch_add(1, Ordering::Relaxed);
