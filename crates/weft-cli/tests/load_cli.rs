@@ -82,3 +82,70 @@ fn fileset_then_static_experiment_writes_results_and_plots() {
     assert_eq!(csv.lines().count(), 3, "{csv}");
     std::fs::remove_dir_all(&out_dir).unwrap();
 }
+
+/// Pids of the running children of `parent`, from /proc.
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut kids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        let ppid: u32 = after_name.split(' ').nth(1).unwrap().parse().unwrap();
+        if ppid == parent {
+            kids.push(pid);
+        }
+    }
+    kids
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s[s.rfind(')').unwrap() + 2..].starts_with('Z'))
+        .unwrap_or(false)
+}
+
+#[test]
+fn ctrl_c_stops_the_experiment_and_kills_its_children() {
+    let out_dir = temp("interrupt");
+    let mut child = weft()
+        .args(["experiment", "static", "--no-peers", "--runs", "1"])
+        .args([
+            "--rates",
+            "100:100:100",
+            "--duration",
+            "60",
+            "--warmup",
+            "0",
+        ])
+        .args(["--fileset-scale", "0.002", "--out"])
+        .arg(&out_dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the server and the load generator both run.
+    let mut kids = Vec::new();
+    for _ in 0..200 {
+        kids = children_of(child.id());
+        if kids.len() >= 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(kids.len() >= 2, "children: {kids:?}");
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let started = std::time::Instant::now();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "an interrupted run reports failure");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    for pid in kids {
+        assert!(!alive(pid), "child {pid} survived Ctrl-C");
+    }
+    assert!(out_dir.join("results.json").is_file());
+    std::fs::remove_dir_all(&out_dir).unwrap();
+}
