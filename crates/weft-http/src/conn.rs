@@ -56,7 +56,6 @@ struct Answered {
 
 /// Serves `stream` until it closes; errors just end the connection.
 pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr, state: &AtomicU8) {
-    let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(shared.config.send_timeout));
     let mut conn = Conn {
         shared,
@@ -64,6 +63,8 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr, state: &Atomi
         peer,
         state,
         out: Vec::with_capacity(1024),
+        nodelay: false,
+        answered: 0,
     };
     if let Ok(Ending::Linger) = conn.run() {
         conn.linger();
@@ -85,6 +86,12 @@ struct Conn<'a> {
     state: &'a AtomicU8,
     /// Responses not yet written.
     out: Vec<u8>,
+    /// Whether `TCP_NODELAY` is set. It is set only once it matters, as nginx does: before a
+    /// body goes out by `send_file` (head and body are two writes) and before a second
+    /// request; a one-request connection answered in one write never pays the system call.
+    nodelay: bool,
+    /// Requests answered on this connection.
+    answered: u64,
 }
 
 impl Conn<'_> {
@@ -184,6 +191,9 @@ impl Conn<'_> {
     /// shutdown may cancel it; `None` when the connection should just close (idle timeout,
     /// shutdown).
     fn read_idle(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        if self.answered > 0 {
+            self.ensure_nodelay();
+        }
         self.state.store(IDLE, Ordering::SeqCst);
         // Pairs with shutdown's store of `draining` then scan for IDLE (both SeqCst): either
         // we see the flag here, or shutdown sees us idle and cancels the read below.
@@ -217,6 +227,13 @@ impl Conn<'_> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 r => return r,
             }
+        }
+    }
+
+    fn ensure_nodelay(&mut self) {
+        if !self.nodelay {
+            let _ = self.stream.set_nodelay(true);
+            self.nodelay = true;
         }
     }
 
@@ -286,6 +303,7 @@ impl Conn<'_> {
 
     /// Answers one request (into `out`, or by writing it when the body goes by `send_file`).
     fn answer(&mut self, req: &Request<'_>) -> io::Result<Answered> {
+        self.answered += 1;
         let draining = self.shared.draining.load(Ordering::Relaxed);
         let mut keep_alive = req.keep_alive && !draining;
         let body_bytes = req.content_length.unwrap_or(0);
@@ -452,6 +470,7 @@ impl Conn<'_> {
             self.log(Some(req), status, len);
             return Ok(true);
         }
+        self.ensure_nodelay();
         self.flush()?;
         let sent = weft::fs::send_file(&file.file, start, len as usize, &self.stream)?;
         self.log(Some(req), status, sent as u64);

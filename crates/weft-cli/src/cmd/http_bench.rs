@@ -242,14 +242,13 @@ fn measure(
     let mut all: Vec<Vec<Figure>> = vec![Vec::new(); servers.len()];
     for _ in 0..repeat {
         for (i, s) in servers.iter().enumerate() {
+            drain_time_wait();
             let before = s.cpu();
             let started = Instant::now();
             let mut fig = f(s).with_context(|| format!("measuring {}", s.name))?;
             let cpu = s.cpu().saturating_sub(before);
             fig.server_cpu_pct = 100.0 * cpu.as_secs_f64() / started.elapsed().as_secs_f64();
             all[i].push(fig);
-            // Let TIME-WAIT sockets and the servers settle between runs.
-            std::thread::sleep(Duration::from_millis(500));
         }
     }
     Ok(servers
@@ -269,10 +268,11 @@ fn table(
 ) -> anyhow::Result<()> {
     writeln!(
         out,
-        "| {key} | nginx req/s | nginx errors | nginx CPU % | nginx p99 ms | weft req/s | weft \
-         errors | weft CPU % | weft p99 ms | weft / nginx |"
+        "| {key} | nginx req/s | nginx errors | nginx CPU % | nginx CPU µs/req | nginx p99 ms | \
+         weft req/s | weft errors | weft CPU % | weft CPU µs/req | weft p99 ms | weft / nginx \
+         req/s | nginx / weft CPU per req |"
     )?;
-    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     for (label, figs) in rows {
         let get = |name: &str| {
             figs.iter()
@@ -291,16 +291,31 @@ fn table(
         } else {
             "-".to_owned()
         };
+        let cpu_us = |f: &Figure| {
+            if f.per_sec > 0.0 {
+                f.server_cpu_pct * 1e4 / f.per_sec
+            } else {
+                0.0
+            }
+        };
+        let cpu_ratio = if cpu_us(&w) > 0.0 {
+            format!("{:.2}×", cpu_us(&n) / cpu_us(&w))
+        } else {
+            "-".to_owned()
+        };
         writeln!(
             out,
-            "| {label} | {:.0} | {} | {:.0} | {} | {:.0} | {} | {:.0} | {} | {ratio} |",
+            "| {label} | {:.0} | {} | {:.0} | {:.1} | {} | {:.0} | {} | {:.0} | {:.1} | {} | {ratio} \
+             | {cpu_ratio} |",
             n.per_sec,
             n.errors,
             n.server_cpu_pct,
+            cpu_us(&n),
             p99(&n),
             w.per_sec,
             w.errors,
             w.server_cpu_pct,
+            cpu_us(&w),
             p99(&w),
         )?;
     }
@@ -402,6 +417,42 @@ fn run_load(
         p99_us: v["latency_us"]["p99"].as_f64(),
         ..Figure::default()
     })
+}
+
+/// Sockets in TIME-WAIT above which a measurement waits: the servers close first, so each
+/// short-lived connection leaves one behind on the server's side for 60 s, and a client port
+/// reused while its old connection is still there costs a SYN retransmission (1 s) — which
+/// would be charged to whichever server runs next.
+const TIME_WAIT_MAX: u64 = 2_000;
+
+/// Waits (at most 65 s) until the system holds fewer than [`TIME_WAIT_MAX`] TIME-WAIT
+/// sockets, as the thesis lets TIME-WAIT drain between rates.
+fn drain_time_wait() {
+    let deadline = Instant::now() + Duration::from_secs(65);
+    let mut told = false;
+    while let Some(tw) = time_wait_sockets() {
+        if tw < TIME_WAIT_MAX || Instant::now() > deadline {
+            break;
+        }
+        if !told {
+            eprintln!("note: waiting for {tw} TIME-WAIT sockets to drain");
+            told = true;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The `tw` count of /proc/net/sockstat.
+fn time_wait_sockets() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/net/sockstat").ok()?;
+    let line = text.lines().find(|l| l.starts_with("TCP:"))?;
+    let mut words = line.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == "tw" {
+            return words.next()?.parse().ok();
+        }
+    }
+    None
 }
 
 /// "1.23ms" / "456.00us" / "2.00s" → microseconds.
