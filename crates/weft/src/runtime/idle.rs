@@ -44,6 +44,11 @@ impl Idle {
     }
 
     /// Becomes a searcher unless half the processors already are.
+    /// Processors of the cluster.
+    pub(crate) fn processors(&self) -> usize {
+        self.processors
+    }
+
     pub(crate) fn try_start_search(&self) -> bool {
         let limit = self.processors.div_ceil(2);
         let mut now = self.searching.load(Ordering::Relaxed);

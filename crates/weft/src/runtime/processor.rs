@@ -172,6 +172,11 @@ impl Processor {
     /// Steals for a while; returns a task, or `None` when it is time to sleep.
     fn search(&self) -> Option<Task> {
         let idle = &self.cluster.idle;
+        if idle.processors() == 1 {
+            // Nobody to steal from and nobody else to produce work: spinning only burns the
+            // CPU a sleep would save (remote pushes and completions wake the sleeper).
+            return None;
+        }
         if !idle.try_start_search() {
             return self.local.borrow_mut().steal();
         }
