@@ -79,6 +79,15 @@ fn registry_lists_the_default_first() {
         "relaxed-fifo",
         "lifo-stealing",
         "global-fifo",
+        "hybrid-stochastic",
+        "hybrid-switch",
+        "hybrid-reverse",
+        "ws-nearest",
+        "ws-overflow-locked",
+        "ws-overflow-lockfree",
+        "ws-overflow-sharded",
+        "ws-grow",
+        "ws-request",
     ] {
         assert!(
             names.contains(&expected),

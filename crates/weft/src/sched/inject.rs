@@ -48,6 +48,36 @@ impl Inject {
         task
     }
 
+    /// Takes the newest task (for deques popped at either end).
+    pub(crate) fn pop_back(&self) -> Option<Task> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut q = self.lock();
+        let task = q.pop_back();
+        self.len.store(q.len(), Ordering::Release);
+        task
+    }
+
+    /// Queues `task` at the front (for deques pushed at either end).
+    pub(crate) fn push_front(&self, task: Task) {
+        let mut q = self.lock();
+        q.push_front(task);
+        self.len.store(q.len(), Ordering::Release);
+    }
+
+    /// Takes the oldest half (rounded up) of the queue, under one lock: what a thief takes.
+    pub(crate) fn take_front_half(&self) -> Vec<Task> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let mut q = self.lock();
+        let n = q.len() - q.len() / 2;
+        let half = q.drain(..n).collect();
+        self.len.store(q.len(), Ordering::Release);
+        half
+    }
+
     /// Takes the oldest task to run now plus up to `max - 1` more into `ring` (stopping early if
     /// it fills), all under one lock.
     pub(crate) fn pop_batch_into(&self, ring: &mut ring::Local<Task>, max: usize) -> Option<Task> {

@@ -32,7 +32,7 @@ pub const INJECT_CHECK_INTERVAL: u64 = 61;
 const STEAL_RETRIES: u32 = 8;
 
 /// Runs `attempt` until it succeeds, finds nothing, or has lost `STEAL_RETRIES` races.
-fn retrying(mut attempt: impl FnMut() -> Steal<Task>) -> Option<Task> {
+pub(crate) fn retrying(mut attempt: impl FnMut() -> Steal<Task>) -> Option<Task> {
     for _ in 0..STEAL_RETRIES {
         match attempt() {
             Steal::Success(task) => return Some(task),

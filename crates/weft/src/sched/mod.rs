@@ -24,10 +24,17 @@
 //! - [`relaxed_fifo`]: two timestamped lanes per processor, helping lanes much older than
 //!   one's own (Cforall);
 //! - [`lifo_stealing`]: Chase-Lev LIFO deques from `crossbeam-deque`, batch stealing;
-//! - [`global_fifo`]: one locked queue, the baseline.
+//! - [`global_fifo`]: one locked queue, the baseline;
+//! - the scheduler study's variants (issue 7, docs/SCHEDULERS.md): the FIFO/LIFO hybrids
+//!   [`hybrid_stochastic`], [`hybrid_switch`], [`hybrid_reverse`] (on the `hybrid`
+//!   skeleton); FIFO work-stealing that steals only from neighbours ([`ws_nearest`]), that
+//!   overflows to a locked, lock-free or sharded global queue ([`ws_overflow_locked`],
+//!   [`ws_overflow_lockfree`], [`ws_overflow_sharded`], on the `ring_stealing` skeleton), whose
+//!   deques grow ([`ws_grow`]); and work-requesting ([`ws_request`], the `request` slot).
 //!
 //! Shared pieces: [`ring`] (the lock-free bounded SPMC ring, model-checked with loom), `inject`
-//! (a locked FIFO with a lock-free length) and `rng` (xorshift for picking victims).
+//! (a locked FIFO with a lock-free length), `rng` (xorshift for picking victims), `victims`
+//! (victim orders), `global_queue` (the overflow queues behind one trait).
 //!
 //! Architecture Invariant: policies know nothing of fibers beyond [`Task`], nor of threads,
 //! sleeping or timers; the runtime knows nothing of how a policy stores its tasks.
@@ -37,12 +44,26 @@ use std::sync::Arc;
 pub use crate::fiber::Task;
 
 pub mod global_fifo;
+mod global_queue;
+mod hybrid;
+pub mod hybrid_reverse;
+pub mod hybrid_stochastic;
+pub mod hybrid_switch;
 pub(crate) mod inject;
 pub mod lifo_stealing;
 pub mod relaxed_fifo;
+mod request;
 pub mod ring;
+mod ring_stealing;
 mod rng;
+mod victims;
 pub mod work_stealing;
+pub mod ws_grow;
+pub mod ws_nearest;
+pub mod ws_overflow_locked;
+pub mod ws_overflow_lockfree;
+pub mod ws_overflow_sharded;
+pub mod ws_request;
 
 /// The policy clusters get unless told otherwise: work-stealing keeps a woken fiber on the
 /// processor that woke it (locality) and spreads bursts by stealing, with bounded unfairness.
@@ -144,6 +165,51 @@ pub static POLICIES: &[PolicyInfo] = &[
         name: "global-fifo",
         summary: "one locked FIFO queue shared by all processors (the baseline)",
         build: |n| Arc::new(global_fifo::GlobalFifo::new(n)),
+    },
+    PolicyInfo {
+        name: hybrid_stochastic::NAME,
+        summary: "locked deque per processor, each pop LIFO with probability 0.5, else FIFO",
+        build: hybrid_stochastic::build,
+    },
+    PolicyInfo {
+        name: hybrid_switch::NAME,
+        summary: "locked deque per processor, pops switch FIFO <-> LIFO every 32",
+        build: hybrid_switch::build,
+    },
+    PolicyInfo {
+        name: hybrid_reverse::NAME,
+        summary: "locked LIFO stack per processor, reversed every 32 pops",
+        build: hybrid_reverse::build,
+    },
+    PolicyInfo {
+        name: ws_nearest::NAME,
+        summary: "FIFO rings, thieves try only the 2 nearest processors by index",
+        build: ws_nearest::build,
+    },
+    PolicyInfo {
+        name: ws_overflow_locked::NAME,
+        summary: "FIFO rings overflowing to a locked global queue",
+        build: ws_overflow_locked::build,
+    },
+    PolicyInfo {
+        name: ws_overflow_lockfree::NAME,
+        summary: "FIFO rings overflowing to a lock-free global queue (crossbeam SegQueue)",
+        build: ws_overflow_lockfree::build,
+    },
+    PolicyInfo {
+        name: ws_overflow_sharded::NAME,
+        summary: "FIFO rings overflowing to per-processor locked queues picked by hash",
+        build: ws_overflow_sharded::build,
+    },
+    PolicyInfo {
+        name: ws_grow::NAME,
+        summary: "unbounded FIFO Chase-Lev deques that grow instead of overflowing",
+        build: ws_grow::build,
+    },
+    PolicyInfo {
+        name: ws_request::NAME,
+        summary: "private queues; idle processors request work, owners hand it over",
+        build: ws_request::build,
     },
 ];
 
