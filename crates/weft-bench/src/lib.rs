@@ -8,6 +8,8 @@
 //! - [`echo`]: echo-server requests/s and server CPU per request: weft (io_uring, epoll) vs
 //!   tokio, server and client pinned to different cores.
 //! - [`files`]: the ways of sending a file over TCP (`weft::fs::send_file_with`).
+//! - [`study`]: the scheduler study's application benchmarks (packet processing, staged
+//!   pipeline, audio mixing, option pricing) under any weft policy or tokio.
 //! - [`sched`]: the Cforall thesis's scheduler micro-benchmarks (cycle, yield, churn, locality,
 //!   transfer) plus fiber switch, spawn+join and idle-fiber memory measurements.
 //!
@@ -20,5 +22,6 @@ pub mod files;
 mod record;
 pub mod report;
 pub mod sched;
+pub mod study;
 
 pub use record::Record;

@@ -35,6 +35,9 @@ enum BenchCommand {
     /// The load generators measured: agreement with wrk and memcaslap (closed loop), CPU per
     /// request against memcached's, cost of a latency sample.
     Load(super::load_bench::LoadBenchArgs),
+    /// The scheduler study: packet processing, cache effects, staged pipeline, audio mixing,
+    /// option pricing, under any weft policy (and tokio where the shape allows).
+    Study(super::study::StudyArgs),
 }
 
 /// Which benchmark `weft bench sched` runs.
@@ -235,6 +238,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::SendFile(args) => super::sendfile::run(&args),
         BenchCommand::Http(args) => super::http_bench::run(&args),
         BenchCommand::Load(args) => super::load_bench::run(&args),
+        BenchCommand::Study(args) => super::study::run(&args),
     }
 }
 

@@ -9,6 +9,7 @@ pub mod http_bench;
 pub mod load;
 pub mod load_bench;
 pub mod sendfile;
+pub mod study;
 
 use clap::Subcommand;
 
