@@ -18,6 +18,8 @@ enum Which {
     Static,
     /// A small memcached + static run that finishes in about 2 minutes.
     Quick,
+    /// The scheduler study: `weft bench study` benchmarks × policies × 1, 2, 4 processors.
+    Study,
 }
 
 #[derive(Debug, Args)]
@@ -67,12 +69,16 @@ pub struct ExperimentArgs {
 
 /// Runs a parsed `weft experiment` command.
 pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
+    if args.which == Which::Study {
+        return super::experiment_study::run(&args.out, args.runs.unwrap_or(3), &args.schedulers);
+    }
     let quick = args.which == Which::Quick;
     let kind = match args.which {
         Which::Memcached => Kind::Memcached,
         Which::Updates => Kind::Updates,
         Which::Static => Kind::Static,
         Which::Quick => Kind::Quick,
+        Which::Study => unreachable!("returned above"),
     };
     let runs = args.runs.unwrap_or(if quick { 1 } else { 3 });
     if runs == 0 {

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod echo;
 pub mod experiment;
+pub mod experiment_study;
 pub mod fileset;
 pub mod http;
 pub mod http_bench;
