@@ -42,6 +42,9 @@ pub struct Config {
     pub symlinks_may_leave_root: bool,
     /// Longest wait for responses in flight after a shutdown request.
     pub shutdown_grace: Duration,
+    /// `TCP_DEFER_ACCEPT` on the listener, in seconds (0: off): the kernel hands over a
+    /// connection only once its first bytes arrived, so the first read never waits.
+    pub defer_accept_secs: u32,
 }
 
 impl Config {
@@ -65,6 +68,7 @@ impl Config {
             memory_max_bytes: DEFAULT_MEMORY_MAX_BYTES,
             symlinks_may_leave_root: false,
             shutdown_grace: Duration::from_secs(30),
+            defer_accept_secs: 1,
         }
     }
 }

@@ -134,6 +134,9 @@ impl Server {
                 };
                 io::Error::new(e.kind(), format!("listen on {}: {e}{hint}", config.listen))
             })?;
+        if config.defer_accept_secs > 0 {
+            set_defer_accept(&listener, config.defer_accept_secs)?;
+        }
         let local_addr = listener.local_addr()?;
         let mut builder = weft::Cluster::builder()
             .name("http")
@@ -315,6 +318,25 @@ fn refuse(shared: &Arc<Shared>, stream: TcpStream) {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn set_defer_accept(listener: &TcpListener, secs: u32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let value = secs as libc::c_int;
+    // SAFETY: setsockopt on a valid socket with an int option that outlives the call.
+    let r = unsafe {
+        libc::setsockopt(
+            listener.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Lifts the soft descriptor limit to the hard one: every connection and cached file holds a

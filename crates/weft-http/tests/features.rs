@@ -376,6 +376,8 @@ fn epoll_backend_and_several_processors() {
     let mut c = config(dir.path());
     c.io = Some(weft::IoBackend::Epoll);
     c.processors = 2;
+    // And the first read waits for the request (no TCP_DEFER_ACCEPT).
+    c.defer_accept_secs = 0;
     let server = TestServer::start(c);
     let whole = std::fs::read(dir.path().join("big.bin")).unwrap();
     let clients: Vec<_> = (0..8)

@@ -63,6 +63,11 @@ pub struct HttpBenchArgs {
     #[arg(long, value_enum, default_value_t = IoArg::Uring)]
     io: IoArg,
 
+    /// Give nginx `listen ... deferred` (TCP_DEFER_ACCEPT, which weft http uses by default);
+    /// without it nginx runs with the listen options the issue names.
+    #[arg(long)]
+    nginx_deferred: bool,
+
     /// Which measurements to run, comma-separated: keepalive, short, open.
     #[arg(long, value_delimiter = ',', default_value = "keepalive,short,open")]
     only: Vec<String>,
@@ -148,7 +153,7 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
             _ => Command::new(cmd),
         }
     };
-    let nginx_server = start_nginx(&pin(0, &nginx), &fileset, &work)?;
+    let nginx_server = start_nginx(&pin(0, &nginx), &fileset, &work, args.nginx_deferred)?;
     let weft_server = start_weft(&pin(0, &exe), &fileset, args.io)?;
     let servers = [&nginx_server, &weft_server];
 
@@ -156,8 +161,15 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
     writeln!(
         report,
         "weft bench http: servers pinned to CPU 0 (weft http --processors 1 --io {:?}; nginx 1 \
-         worker, sendfile on, access_log off), load on CPU 1, {} s per measurement, median of {}",
-        args.io, args.duration, args.repeat
+         worker, sendfile on, access_log off{}), load on CPU 1, {} s per measurement, median of {}",
+        args.io,
+        if args.nginx_deferred {
+            ", listen deferred"
+        } else {
+            ""
+        },
+        args.duration,
+        args.repeat
     )?;
     writeln!(
         report,
@@ -564,7 +576,7 @@ fn wait_listening(addr: SocketAddr, what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn start_nginx(cmd: &Command, root: &Path, work: &Path) -> anyhow::Result<Server> {
+fn start_nginx(cmd: &Command, root: &Path, work: &Path, deferred: bool) -> anyhow::Result<Server> {
     let port = free_port()?;
     let w = work.display();
     let conf = format!(
@@ -576,9 +588,10 @@ fn start_nginx(cmd: &Command, root: &Path, work: &Path) -> anyhow::Result<Server
            sendfile on; access_log off; keepalive_requests 1000000;\n\
            client_body_temp_path {w}/body; proxy_temp_path {w}/proxy;\n\
            fastcgi_temp_path {w}/fastcgi; uwsgi_temp_path {w}/uwsgi; scgi_temp_path {w}/scgi;\n\
-           server {{ listen 127.0.0.1:{port} backlog=4096; root {root}; }}\n\
+           server {{ listen 127.0.0.1:{port} backlog=4096{deferred}; root {root}; }}\n\
          }}\n",
-        root = root.display()
+        root = root.display(),
+        deferred = if deferred { " deferred" } else { "" },
     );
     std::fs::write(work.join("nginx.conf"), conf)?;
     let mut c = clone_command(cmd);
