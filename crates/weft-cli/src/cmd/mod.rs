@@ -9,6 +9,7 @@ pub mod http;
 pub mod http_bench;
 pub mod load;
 pub mod load_bench;
+pub mod memcached;
 pub mod sendfile;
 pub mod study;
 
@@ -27,6 +28,8 @@ pub enum Command {
     /// The thesis experiments end to end: start weft's servers and memcached/nginx, sweep
     /// rates, write results and SVG plots. `weft experiment quick` takes about 2 minutes.
     Experiment(experiment::ExperimentArgs),
+    /// A memcached-compatible cache server (accepts memcached's flags).
+    Memcached(memcached::MemcachedArgs),
 }
 
 /// Runs a parsed subcommand.
@@ -37,5 +40,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Load(args) => load::run(args),
         Command::Fileset(args) => fileset::run(args),
         Command::Experiment(args) => experiment::run(args),
+        Command::Memcached(args) => memcached::run(args),
     }
 }

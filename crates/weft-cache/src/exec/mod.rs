@@ -1,0 +1,179 @@
+//! Carries out parsed commands against the store and appends memcached's exact replies to a
+//! connection's [`Output`]. One function per command family, in the order memcached checks
+//! things, because that order decides which error a client sees.
+//!
+//! Invariant: a shard lock is held only inside one command's handler, never across commands
+//! and never while writing to a socket.
+
+mod classic;
+mod meta;
+mod stats;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::config::Settings;
+use crate::output::Output;
+use crate::protocol::{Command, Limits, VERSION};
+use crate::stats::bump;
+use crate::store::{Store, StoreConfig};
+
+/// memcached's `MAX_VERBOSITY_LEVEL`.
+const MAX_VERBOSITY: u32 = 2;
+
+/// What the connection does after a command.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// Discard this many input bytes (a data block that cannot be stored).
+    Swallow(usize),
+    /// Write what is pending, then flush it now (`mn`).
+    Flush,
+    /// Write what is pending, then close (`quit`).
+    Close,
+}
+
+/// What `stats conns` knows about a connection.
+#[derive(Clone, Debug)]
+pub struct ConnInfo {
+    pub addr: String,
+    pub listen_addr: String,
+}
+
+/// Everything connections share: the store, the settings, server-wide counters.
+#[derive(Debug)]
+pub struct Context {
+    pub store: Store,
+    pub settings: Settings,
+    pub limits: Limits,
+    pub verbosity: AtomicU32,
+    pub curr_connections: AtomicU64,
+    /// Listeners and connections by descriptor, for `stats conns`.
+    pub conns: Mutex<BTreeMap<i32, ConnInfo>>,
+}
+
+impl Context {
+    pub fn new(settings: Settings) -> Context {
+        let store = Store::new(StoreConfig {
+            memory_limit_bytes: settings.memory_limit_bytes(),
+            evictions: settings.evictions,
+            item_size_max: settings.item_size_max,
+        });
+        Context {
+            store,
+            limits: Limits {
+                item_size_max: settings.item_size_max,
+            },
+            verbosity: AtomicU32::new(settings.verbosity),
+            settings,
+            curr_connections: AtomicU64::new(0),
+            conns: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn verbose(&self) -> u32 {
+        self.verbosity.load(Ordering::Relaxed)
+    }
+}
+
+/// Appends `line\r\n` unless the command asked for no reply.
+fn out_string(out: &mut Output, line: &str, noreply: bool) {
+    if !noreply {
+        out.line(line);
+    }
+}
+
+/// Executes one command at clock reading `now`.
+pub fn execute(cmd: Command<'_>, ctx: &Context, out: &mut Output, now: u32) -> Flow {
+    match cmd {
+        Command::Get {
+            keys,
+            with_cas,
+            touch_exptime,
+        } => classic::get(ctx, out, now, keys, with_cas, touch_exptime),
+        Command::Store {
+            mode,
+            key,
+            flags,
+            exptime,
+            cas_unique,
+            data,
+            noreply,
+        } => classic::store(
+            ctx,
+            out,
+            now,
+            classic::StoreArgs {
+                mode,
+                key,
+                flags,
+                exptime,
+                cas_unique,
+                data,
+                noreply,
+            },
+        ),
+        Command::Delete { key, noreply } => classic::delete(ctx, out, now, key, noreply),
+        Command::Arith {
+            incr,
+            key,
+            delta,
+            noreply,
+        } => classic::arith(ctx, out, now, incr, key, delta, noreply),
+        Command::Touch {
+            key,
+            exptime,
+            noreply,
+        } => classic::touch(ctx, out, now, key, exptime, noreply),
+        Command::FlushAll { delay, noreply } => {
+            bump(&ctx.store.stats.cmd_flush);
+            ctx.store.flush_all(delay, now);
+            out_string(out, "OK", noreply);
+            Flow::Continue
+        }
+        Command::Version => {
+            out.push(b"VERSION ");
+            out.line(VERSION);
+            Flow::Continue
+        }
+        Command::Quit => Flow::Close,
+        Command::Verbosity { level, noreply } => {
+            ctx.verbosity
+                .store(level.min(MAX_VERBOSITY), Ordering::Relaxed);
+            out_string(out, "OK", noreply);
+            Flow::Continue
+        }
+        Command::Stats(tokens) => stats::stats(ctx, out, now, &tokens),
+        Command::CacheMemlimit { megabytes, noreply } => {
+            if megabytes < 8 {
+                out_string(
+                    out,
+                    "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m",
+                    noreply,
+                );
+            } else if megabytes > 1_000_000_000 {
+                out_string(
+                    out,
+                    "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes",
+                    noreply,
+                );
+            } else {
+                ctx.store.set_limit_bytes(megabytes as usize * 1024 * 1024);
+                ctx.store.evict_elsewhere();
+                out_string(out, "OK", noreply);
+            }
+            Flow::Continue
+        }
+        Command::MetaNoop => {
+            out.line("MN");
+            Flow::Flush
+        }
+        Command::Meta { op, tokens } => meta::meta(ctx, out, now, op, &tokens),
+        Command::MetaSet { tokens, data } => meta::mset(ctx, out, now, &tokens, data),
+        Command::Reply { line, noreply } => {
+            out_string(out, line, noreply);
+            Flow::Continue
+        }
+    }
+}

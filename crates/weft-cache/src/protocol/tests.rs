@@ -1,0 +1,107 @@
+use super::*;
+
+const LIMITS: Limits = Limits {
+    item_size_max: 1024 * 1024,
+};
+
+fn ready(buf: &[u8]) -> (usize, Command<'_>) {
+    match parse(buf, &LIMITS) {
+        Parse::Ready { consumed, command } => (consumed, command),
+        other => panic!("expected a command from {buf:?}, got {other:?}"),
+    }
+}
+
+fn reply_line(buf: &[u8]) -> (&'static str, bool) {
+    match ready(buf).1 {
+        Command::Reply { line, noreply } => (line, noreply),
+        other => panic!("expected a reply, got {other:?}"),
+    }
+}
+
+#[test]
+fn tokenizer_matches_memcached() {
+    let t = Tokens::new(b"  get  a b ");
+    assert_eq!(t.count(), 3);
+    assert_eq!(t.get(1), b"a");
+    assert!(t.rest().is_none());
+    let long: Vec<u8> = (0..30)
+        .flat_map(|i| format!("k{i} ").into_bytes())
+        .collect();
+    let t = Tokens::new(&long);
+    assert_eq!(t.count(), 23);
+    assert_eq!(t.ntokens(), 24);
+    assert!(t.rest().unwrap().starts_with(b"k23"));
+}
+
+#[test]
+fn storage_waits_for_its_data_block() {
+    assert!(matches!(
+        parse(b"set k 0 0 5\r\nhel", &LIMITS),
+        Parse::NeedMore
+    ));
+    let (consumed, cmd) = ready(b"set k 1 2 5\r\nhello\r\nget k\r\n");
+    assert_eq!(consumed, 20);
+    match cmd {
+        Command::Store {
+            mode,
+            key,
+            flags,
+            exptime,
+            data,
+            noreply,
+            ..
+        } => {
+            assert_eq!(mode, StoreMode::Set);
+            assert_eq!(key, b"k");
+            assert_eq!((flags, exptime, noreply), (1, 2, false));
+            assert_eq!(data, Data::Inline(b"hello\r\n"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn errors_and_noreply() {
+    assert_eq!(reply_line(b"\r\n"), ("ERROR", false));
+    assert_eq!(reply_line(b"get\r\n"), ("ERROR", false));
+    assert_eq!(
+        reply_line(b"set k 0 0 -1\r\n"),
+        ("CLIENT_ERROR bad command line format", false)
+    );
+    assert_eq!(
+        reply_line(b"set k 0 0 x noreply\r\n"),
+        ("CLIENT_ERROR bad command line format", true)
+    );
+    assert_eq!(
+        reply_line(b"incr k -1\r\n"),
+        ("CLIENT_ERROR invalid numeric delta argument", false)
+    );
+    assert_eq!(
+        reply_line(b"delete a 1\r\n").0,
+        "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]"
+    );
+    let (_, cmd) = ready(b"set k 0 0 2000000\r\n");
+    assert!(matches!(
+        cmd,
+        Command::Store {
+            data: Data::Skipped(2_000_002),
+            ..
+        }
+    ));
+}
+
+#[test]
+fn overlong_lines_close_unless_get() {
+    assert!(matches!(parse(&[b'x'; 3000], &LIMITS), Parse::Close));
+    let mut get = b"get ".to_vec();
+    get.extend(std::iter::repeat_n(b'a', 3000));
+    assert!(matches!(parse(&get, &LIMITS), Parse::NeedMore));
+}
+
+#[test]
+fn nul_ends_the_line() {
+    match ready(b"get a\0b c\r\n").1 {
+        Command::Get { keys, .. } => assert_eq!(keys, b"a"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -1,0 +1,320 @@
+//! Listeners, the connection limit, the sweeper, and shutdown.
+//!
+//! One accept fiber per listener; one fiber per connection ([`crate::session::serve`]); one
+//! sweeper fiber that reclaims expired items. Over `-c` connections a new client gets
+//! memcached's `ERROR Too many open connections` and is closed. [`Server::shutdown`] stops
+//! accepting, shuts the read side of every connection (each finishes the requests it has and
+//! writes their replies), waits up to a grace period, and stops the cluster.
+//!
+//! Lock order: the connection registry lock is taken alone (never with a shard lock). A
+//! connection removes itself from the registry before its socket is closed, so a descriptor
+//! seen in the registry is always still open.
+
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use weft::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use weft::{Cluster, JoinHandle};
+
+use crate::config::Settings;
+use crate::exec::{ConnInfo, Context};
+use crate::session;
+use crate::stats::bump;
+
+/// The reply to a client over the connection limit (memcached's words).
+const TOO_MANY_CONNECTIONS: &[u8] = b"ERROR Too many open connections\r\n";
+/// Stack per connection fiber: parsing and replying need little.
+const CONNECTION_STACK_BYTES: usize = 64 * 1024;
+/// Slots the sweeper looks at per shard and pass.
+const SWEEP_BUDGET: usize = 1024;
+
+/// A running server.
+pub struct Server {
+    ctx: Arc<Context>,
+    cluster: Cluster,
+    tcp_addrs: Vec<SocketAddr>,
+    fibers: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("tcp_addrs", &self.tcp_addrs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Raises the soft descriptor limit to the hard limit (many connections).
+pub fn raise_nofile_limit() -> u64 {
+    // SAFETY: getrlimit/setrlimit on a local struct.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return 0;
+        }
+        if r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+        r.rlim_cur
+    }
+}
+
+impl Server {
+    /// Builds the cluster, binds every listener (so clients can connect when this returns),
+    /// and starts accepting.
+    pub fn start(settings: Settings) -> io::Result<Server> {
+        raise_nofile_limit();
+        let mut builder = Cluster::builder()
+            .name("memcached")
+            .processors(settings.processors)
+            .scheduler(settings.scheduler.clone());
+        if let Some(io) = settings.io {
+            builder = builder.io(io);
+        }
+        let cluster = builder.build()?;
+        let ctx = Arc::new(Context::new(settings));
+        let mut fibers = Vec::new();
+        let mut tcp_addrs = Vec::new();
+        if let Some(path) = ctx.settings.unix_socket.clone() {
+            let _ = std::fs::remove_file(&path);
+            let listener = UnixListener::bind(&path).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot bind Unix socket {}: {e}", path.display()),
+                )
+            })?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(
+                &path,
+                std::fs::Permissions::from_mode(ctx.settings.unix_mask),
+            )?;
+            register(
+                &ctx,
+                listener.as_raw_fd(),
+                format!("unix:{}", path.display()),
+                "",
+            );
+            let c = ctx.clone();
+            fibers.push(spawn_on(&cluster, "accept-unix", move || {
+                accept_unix(listener, c)
+            })?);
+        } else {
+            let hosts = if ctx.settings.listen.is_empty() {
+                vec!["0.0.0.0".to_owned()]
+            } else {
+                ctx.settings.listen.clone()
+            };
+            for host in hosts {
+                let addr = format!("{host}:{}", ctx.settings.port);
+                let listener = TcpListener::builder()
+                    .backlog(1024)
+                    .bind(addr.as_str())
+                    .map_err(|e| {
+                        io::Error::new(
+                            e.kind(),
+                            format!(
+                                "cannot listen on {addr}: {e} (is another memcached running? \
+                                 choose another port with -p)"
+                            ),
+                        )
+                    })?;
+                let local = listener.local_addr()?;
+                tcp_addrs.push(local);
+                register(&ctx, listener.as_raw_fd(), format!("tcp:{local}"), "");
+                let c = ctx.clone();
+                fibers.push(spawn_on(&cluster, "accept", move || {
+                    accept_tcp(listener, local, c)
+                })?);
+            }
+        }
+        let c = ctx.clone();
+        fibers.push(spawn_on(&cluster, "sweeper", move || sweeper(c))?);
+        Ok(Server {
+            ctx,
+            cluster,
+            tcp_addrs,
+            fibers,
+        })
+    }
+
+    /// The TCP addresses listened on (with the real port when `-p 0`).
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.tcp_addrs
+    }
+
+    pub fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    /// Graceful stop: no new connections, open ones finish what they have read, then the
+    /// cluster stops (after `grace` at most).
+    pub fn shutdown(self, grace: Duration) {
+        for f in &self.fibers {
+            f.cancel();
+        }
+        {
+            let conns = self.ctx.conns.lock().unwrap_or_else(|p| p.into_inner());
+            for (fd, info) in conns.iter() {
+                if !info.listen_addr.is_empty() {
+                    // SAFETY: the descriptor is open while it is in the registry (connections
+                    // unregister before closing, under this lock).
+                    unsafe {
+                        libc::shutdown(*fd, libc::SHUT_RD);
+                    }
+                }
+            }
+        }
+        let deadline = Instant::now() + grace;
+        while self.ctx.curr_connections.load(Ordering::Relaxed) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for f in self.fibers {
+            let _ = f.join();
+        }
+        if let Some(path) = &self.ctx.settings.unix_socket {
+            let _ = std::fs::remove_file(path);
+        }
+        self.cluster.shutdown();
+    }
+}
+
+fn spawn_on<F>(cluster: &Cluster, name: &str, f: F) -> io::Result<JoinHandle<()>>
+where
+    F: FnOnce() + Send + 'static,
+{
+    weft::Builder::new().name(name).cluster(cluster).spawn(f)
+}
+
+fn register(ctx: &Context, fd: i32, addr: String, listen_addr: &str) {
+    ctx.conns.lock().unwrap_or_else(|p| p.into_inner()).insert(
+        fd,
+        ConnInfo {
+            addr,
+            listen_addr: listen_addr.to_owned(),
+        },
+    );
+}
+
+fn unregister(ctx: &Context, fd: i32) {
+    ctx.conns
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&fd);
+}
+
+/// Admits a connection or refuses it over the limit. Returns false when refused.
+fn admit(ctx: &Context, mut refuse: impl FnMut(&[u8])) -> bool {
+    bump(&ctx.store.stats.total_connections);
+    let curr = ctx.curr_connections.fetch_add(1, Ordering::AcqRel);
+    if curr as usize >= ctx.settings.max_connections {
+        ctx.curr_connections.fetch_sub(1, Ordering::AcqRel);
+        bump(&ctx.store.stats.rejected_connections);
+        refuse(TOO_MANY_CONNECTIONS);
+        return false;
+    }
+    true
+}
+
+fn accept_tcp(listener: TcpListener, local: SocketAddr, ctx: Arc<Context>) {
+    let listen = format!("tcp:{local}");
+    loop {
+        let (stream, peer) = match listener.accept() {
+            Ok(s) => s,
+            Err(e) if weft::is_cancelled() || e.kind() == io::ErrorKind::Interrupted => return,
+            Err(_) => continue,
+        };
+        if !admit(&ctx, |msg| {
+            let _ = (&stream).write_all(msg);
+        }) {
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        let _ = stream.set_write_timeout(Some(Duration::from_millis(
+            ctx.settings.write_stall_timeout_ms,
+        )));
+        let fd = stream.as_raw_fd();
+        register(&ctx, fd, format!("tcp:{peer}"), &listen);
+        let c = ctx.clone();
+        start_session(&ctx, fd, move || run_tcp(stream, c, fd));
+    }
+}
+
+fn accept_unix(listener: UnixListener, ctx: Arc<Context>) {
+    let path = ctx
+        .settings
+        .unix_socket
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let listen = format!("unix:{path}");
+    loop {
+        let (stream, _) = match listener.accept() {
+            Ok(s) => s,
+            Err(e) if weft::is_cancelled() || e.kind() == io::ErrorKind::Interrupted => return,
+            Err(_) => continue,
+        };
+        if !admit(&ctx, |msg| {
+            let _ = (&stream).write_all(msg);
+        }) {
+            continue;
+        }
+        let _ = stream.set_write_timeout(Some(Duration::from_millis(
+            ctx.settings.write_stall_timeout_ms,
+        )));
+        let fd = stream.as_raw_fd();
+        register(&ctx, fd, listen.clone(), &listen);
+        let c = ctx.clone();
+        start_session(&ctx, fd, move || run_unix(stream, c, fd));
+    }
+}
+
+fn start_session(ctx: &Arc<Context>, fd: i32, f: impl FnOnce() + Send + 'static) {
+    if ctx.verbose() > 0 {
+        eprintln!("<{fd} new auto-negotiating client connection");
+    }
+    let spawned = weft::Builder::new()
+        .stack_size(CONNECTION_STACK_BYTES)
+        .spawn(f);
+    if let Err(e) = spawned {
+        // The closure (and the socket in it) was dropped: undo the admission.
+        eprintln!("weft memcached: cannot start a connection fiber: {e}");
+        unregister(ctx, fd);
+        ctx.curr_connections.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn finish(ctx: &Context, fd: i32, result: io::Result<()>) {
+    unregister(ctx, fd);
+    ctx.curr_connections.fetch_sub(1, Ordering::AcqRel);
+    if ctx.verbose() > 0 {
+        match result {
+            Ok(()) => eprintln!("<{fd} connection closed."),
+            Err(e) => eprintln!("<{fd} connection closed: {e}"),
+        }
+    }
+}
+
+fn run_tcp(stream: TcpStream, ctx: Arc<Context>, fd: i32) {
+    let result = session::serve(&stream, &ctx, fd);
+    finish(&ctx, fd, result);
+    drop(stream);
+}
+
+fn run_unix(stream: UnixStream, ctx: Arc<Context>, fd: i32) {
+    let result = session::serve(&stream, &ctx, fd);
+    finish(&ctx, fd, result);
+    drop(stream);
+}
+
+fn sweeper(ctx: Arc<Context>) {
+    let interval = Duration::from_millis(ctx.settings.sweep_interval_ms.max(1));
+    while weft::sleep(interval).is_ok() {
+        let now = ctx.store.clock.now();
+        ctx.store.sweep(SWEEP_BUDGET, now);
+    }
+}

@@ -1,0 +1,207 @@
+//! One connection: read into one buffer, run every complete request in it, collect the
+//! replies in one [`Output`] and send them with one (vectored) write, then read again.
+//!
+//! Invariants and limits:
+//! - The input buffer starts at [`READ_BUFFER_MIN_BYTES`], doubles only when a read filled it
+//!   (or a storage command's data block needs room), and shrinks back when reads are small
+//!   again, so ten thousand idle connections cost little.
+//! - Replies are written before more input is read; if they pile up past
+//!   [`OUTPUT_FLUSH_BYTES`] mid-batch they are written first. A client that does not read
+//!   therefore blocks only its own fiber, holds at most that much output, and is disconnected
+//!   when a write makes no progress for the write-stall timeout.
+//! - Input bytes of a data block that cannot be stored are discarded as they arrive.
+
+use std::io::{self, Read, Write};
+
+use crate::exec::{execute, Context, Flow};
+use crate::output::Output;
+use crate::protocol::{parse, Parse};
+use crate::stats::add;
+
+/// Initial (and idle) input buffer size.
+pub const READ_BUFFER_MIN_BYTES: usize = 4 * 1024;
+/// Largest input buffer kept while reads keep filling it (data blocks may need more, briefly).
+pub const READ_BUFFER_MAX_BYTES: usize = 64 * 1024;
+/// Pending output that is written before parsing further requests of the same batch.
+pub const OUTPUT_FLUSH_BYTES: usize = 256 * 1024;
+
+/// Serves one client until it quits, closes, errs, or sends what memcached would close on.
+pub fn serve<S>(mut stream: S, ctx: &Context, conn_id: i32) -> io::Result<()>
+where
+    S: Read + Write,
+{
+    let verbose = ctx.verbose() > 1;
+    let mut buf = vec![0u8; READ_BUFFER_MIN_BYTES];
+    let mut len = 0;
+    let mut swallow = 0usize;
+    let mut out = Output::new();
+    loop {
+        if len == buf.len() {
+            let grown = (buf.len() * 2).max(READ_BUFFER_MIN_BYTES);
+            buf.resize(grown, 0);
+        }
+        let n = stream.read(&mut buf[len..])?;
+        if n == 0 {
+            return Ok(());
+        }
+        add(&ctx.store.stats.bytes_read, n as u64);
+        let filled = len + n == buf.len();
+        len += n;
+        let now = ctx.store.clock.now();
+        let mut pos = 0;
+        let mut close = false;
+        loop {
+            if swallow > 0 {
+                let k = swallow.min(len - pos);
+                pos += k;
+                swallow -= k;
+                if swallow > 0 {
+                    break;
+                }
+            }
+            match parse(&buf[pos..len], &ctx.limits) {
+                Parse::NeedMore => break,
+                Parse::Close => {
+                    close = true;
+                    break;
+                }
+                Parse::Ready { consumed, command } => {
+                    if verbose {
+                        log_command(conn_id, &buf[pos..pos + consumed]);
+                    }
+                    pos += consumed;
+                    match execute(command, ctx, &mut out, now) {
+                        Flow::Continue => {}
+                        Flow::Swallow(n) => swallow = n,
+                        Flow::Flush => flush(&mut out, &mut stream, ctx)?,
+                        Flow::Close => {
+                            close = true;
+                            break;
+                        }
+                    }
+                    if out.len() >= OUTPUT_FLUSH_BYTES {
+                        flush(&mut out, &mut stream, ctx)?;
+                    }
+                }
+            }
+        }
+        flush(&mut out, &mut stream, ctx)?;
+        if close {
+            return Ok(());
+        }
+        buf.copy_within(pos..len, 0);
+        len -= pos;
+        resize_input(&mut buf, len, filled);
+    }
+}
+
+fn flush(out: &mut Output, stream: &mut impl Write, ctx: &Context) -> io::Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    add(&ctx.store.stats.bytes_written, out.len() as u64);
+    out.write_to(stream)
+}
+
+/// Grows the buffer for a busy client, shrinks it back for a quiet one, and always keeps
+/// room for the partial request it holds.
+fn resize_input(buf: &mut Vec<u8>, len: usize, last_read_filled: bool) {
+    let want = if last_read_filled {
+        (buf.len() * 2).min(READ_BUFFER_MAX_BYTES)
+    } else {
+        READ_BUFFER_MIN_BYTES
+    }
+    .max(len.next_power_of_two())
+    .max(READ_BUFFER_MIN_BYTES);
+    if want > buf.len() {
+        buf.resize(want, 0);
+    } else if want < buf.len() && len <= want {
+        buf.truncate(want);
+        buf.shrink_to(want);
+    }
+}
+
+fn log_command(conn_id: i32, raw: &[u8]) {
+    let line_end = raw.iter().position(|&b| b == b'\n').unwrap_or(raw.len());
+    let line = String::from_utf8_lossy(&raw[..line_end]);
+    eprintln!("<{conn_id} {}", line.trim_end_matches('\r'));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Settings;
+
+    /// An in-memory duplex: reads come from `input` in chunks, writes collect in `output`.
+    struct Script {
+        input: Vec<u8>,
+        at: usize,
+        chunk: usize,
+        output: Vec<u8>,
+    }
+
+    impl Read for Script {
+        fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+            let n = self.chunk.min(b.len()).min(self.input.len() - self.at);
+            b[..n].copy_from_slice(&self.input[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    impl Write for Script {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.output.extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn run(input: &[u8], chunk: usize) -> Vec<u8> {
+        let ctx = Context::new(Settings::default());
+        let mut s = Script {
+            input: input.to_vec(),
+            at: 0,
+            chunk,
+            output: Vec::new(),
+        };
+        serve(&mut s, &ctx, 1).unwrap();
+        s.output
+    }
+
+    #[test]
+    fn pipelined_requests_in_any_chunking() {
+        let input = b"set a 0 0 5\r\nhello\r\nget a b\r\nincr a 1\r\ndelete a\r\nget a\r\n";
+        let want = b"STORED\r\nVALUE a 0 5\r\nhello\r\nEND\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\nDELETED\r\nEND\r\n";
+        for chunk in [1, 2, 7, 1000] {
+            assert_eq!(run(input, chunk), want, "chunk {chunk}");
+        }
+    }
+
+    #[test]
+    fn oversized_block_is_swallowed() {
+        let mut input = b"set big 0 0 2000000\r\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', 2_000_000));
+        input.extend_from_slice(b"\r\nversion\r\n");
+        let out = run(&input, 65536);
+        assert_eq!(
+            out,
+            b"SERVER_ERROR object too large for cache\r\nVERSION 1.6.18\r\n"
+        );
+    }
+
+    #[test]
+    fn large_value_round_trip() {
+        let value = vec![b'v'; 500_000];
+        let mut input = b"set big 7 0 500000\r\n".to_vec();
+        input.extend_from_slice(&value);
+        input.extend_from_slice(b"\r\nget big\r\n");
+        let out = run(&input, 8192);
+        let mut want = b"STORED\r\nVALUE big 7 500000\r\n".to_vec();
+        want.extend_from_slice(&value);
+        want.extend_from_slice(b"\r\nEND\r\n");
+        assert_eq!(out, want);
+    }
+}

@@ -1,0 +1,410 @@
+//! The item store: 64 shards by key hash, each a [`Shard`] behind its own short lock, with a
+//! global byte count held under `-m` by LRU eviction (or refusal with `-M`), memcached's
+//! expiry and `flush_all` rules checked lazily on access and by [`Store::sweep`], and CAS
+//! values from one global counter.
+//!
+//! Lock order: at most one shard lock is held at a time. Eviction that must take memory from
+//! other shards runs after the caller's shard lock is released ([`Store::evict_elsewhere`]),
+//! locking the other shards one at a time. The counters (`used_bytes`, CAS, flush settings,
+//! stats) are atomics and are never a reason to wait.
+
+pub mod clock;
+pub mod entry;
+mod shard;
+
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub use clock::Clock;
+pub use entry::{Entry, FETCHED, KEY_BINARY, NIL, STALE, TOKEN_SENT};
+use shard::Shard;
+
+use crate::stats::{bump, Stats};
+
+/// Number of shards (a power of two).
+pub const SHARDS: usize = 64;
+
+/// Store settings fixed at start (except the memory limit, which `cache_memlimit` changes).
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// `-m` in bytes.
+    pub memory_limit_bytes: usize,
+    /// `-M` turns this off: refuse stores instead of evicting.
+    pub evictions: bool,
+    /// `-I`.
+    pub item_size_max: usize,
+}
+
+/// Why an item could not be linked.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OutOfMemory;
+
+/// A shard with padding so neighbouring locks do not share a cache line.
+#[repr(align(128))]
+struct PaddedShard(Mutex<Shard>);
+
+/// The cache.
+pub struct Store {
+    shards: Box<[PaddedShard]>,
+    hasher: hashbrown::DefaultHashBuilder,
+    pub clock: Clock,
+    pub stats: Stats,
+    config: StoreConfig,
+    limit_bytes: AtomicUsize,
+    used_bytes: AtomicUsize,
+    last_cas: AtomicU64,
+    /// memcached `settings.oldest_live` (0 = no flush pending).
+    oldest_live: AtomicU32,
+    /// memcached `settings.oldest_cas`.
+    oldest_cas: AtomicU64,
+    /// Round-robin start for evicting from other shards.
+    evict_cursor: AtomicUsize,
+    /// Round-robin start for the sweeper.
+    sweep_cursor: AtomicUsize,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("config", &self.config)
+            .field("used_bytes", &self.used_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A locked shard, with the store for global accounting and the request's clock reading.
+pub struct Locked<'s> {
+    /// Always `Some` until drop (taken there so the lock is released before evicting elsewhere).
+    shard: Option<MutexGuard<'s, Shard>>,
+    store: &'s Store,
+    pub now: u32,
+    /// Bytes this operation still needs freed elsewhere (its shard ran out of items).
+    shortfall: usize,
+}
+
+impl Store {
+    pub fn new(config: StoreConfig) -> Store {
+        Store {
+            shards: (0..SHARDS)
+                .map(|_| PaddedShard(Mutex::new(Shard::default())))
+                .collect(),
+            hasher: hashbrown::DefaultHashBuilder::default(),
+            clock: Clock::new(),
+            stats: Stats::default(),
+            limit_bytes: AtomicUsize::new(config.memory_limit_bytes),
+            config,
+            used_bytes: AtomicUsize::new(0),
+            last_cas: AtomicU64::new(0),
+            oldest_live: AtomicU32::new(0),
+            oldest_cas: AtomicU64::new(0),
+            evict_cursor: AtomicUsize::new(0),
+            sweep_cursor: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    fn shard_of(hash: u64) -> usize {
+        // Bits the hash table does not use for buckets or control bytes.
+        ((hash >> 32) as usize) & (SHARDS - 1)
+    }
+
+    fn lock_shard(&self, i: usize) -> MutexGuard<'_, Shard> {
+        self.shards[i].0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Locks the shard of `hash`.
+    pub fn lock(&self, hash: u64, now: u32) -> Locked<'_> {
+        Locked {
+            shard: Some(self.lock_shard(Self::shard_of(hash))),
+            store: self,
+            now,
+            shortfall: 0,
+        }
+    }
+
+    /// memcached's `get_cas_id`.
+    pub fn next_cas(&self) -> u64 {
+        self.last_cas.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn used_bytes(&self) -> usize {
+        self.used_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn limit_bytes(&self) -> usize {
+        self.limit_bytes.load(Ordering::Relaxed)
+    }
+
+    /// `cache_memlimit`.
+    pub fn set_limit_bytes(&self, bytes: usize) {
+        self.limit_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Items currently stored (including expired ones not yet reclaimed, like memcached).
+    pub fn item_count(&self) -> usize {
+        (0..SHARDS).map(|i| self.lock_shard(i).len()).sum()
+    }
+
+    /// memcached's `process_flush_all_command` after parsing.
+    pub fn flush_all(&self, delay: i32, now: u32) {
+        let new_oldest = if delay > 0 {
+            self.clock.realtime(i64::from(delay), now)
+        } else {
+            now
+        };
+        let oldest_live = new_oldest.wrapping_sub(1);
+        self.oldest_live.store(oldest_live, Ordering::Relaxed);
+        if oldest_live <= now {
+            self.oldest_cas.store(self.next_cas(), Ordering::Relaxed);
+        }
+    }
+
+    /// `oldest_live` for `stats settings`.
+    pub fn oldest_live(&self) -> u32 {
+        self.oldest_live.load(Ordering::Relaxed)
+    }
+
+    /// memcached's `item_is_flushed`.
+    fn is_flushed(&self, e: &Entry, now: u32) -> bool {
+        let oldest_live = self.oldest_live.load(Ordering::Relaxed);
+        if oldest_live == 0 || oldest_live > now {
+            return false;
+        }
+        let oldest_cas = self.oldest_cas.load(Ordering::Relaxed);
+        e.time <= oldest_live || (oldest_cas != 0 && e.cas != 0 && e.cas < oldest_cas)
+    }
+
+    fn is_dead(&self, e: &Entry, now: u32) -> bool {
+        self.is_flushed(e, now) || (e.exptime != 0 && e.exptime <= now)
+    }
+
+    /// Frees memory from shards other than the one an operation just used, until the byte
+    /// count is back under the limit or nothing is left to evict. Call with no shard locked.
+    pub fn evict_elsewhere(&self) {
+        let start = self.evict_cursor.fetch_add(1, Ordering::Relaxed);
+        for k in 0..SHARDS {
+            if self.used_bytes() <= self.limit_bytes() {
+                return;
+            }
+            let mut shard = self.lock_shard((start + k) % SHARDS);
+            while self.used_bytes() > self.limit_bytes() {
+                let Some(tail) = shard.tail() else { break };
+                self.evict(&mut shard, tail);
+            }
+        }
+    }
+
+    fn evict(&self, shard: &mut Shard, idx: u32) {
+        let (e, charge) = shard.remove(idx);
+        self.used_bytes.fetch_sub(charge, Ordering::Relaxed);
+        bump(&self.stats.evictions);
+        if e.bits & FETCHED == 0 {
+            bump(&self.stats.evicted_unfetched);
+        }
+    }
+
+    /// Reclaims expired and flushed items: looks at up to `budget` slots in each of a few
+    /// shards per call (the sweeper fiber calls it periodically). Returns how many it freed.
+    pub fn sweep(&self, budget: usize, now: u32) -> usize {
+        let mut freed = 0;
+        let start = self.sweep_cursor.fetch_add(8, Ordering::Relaxed);
+        for k in 0..8 {
+            let mut shard = self.lock_shard((start + k) % SHARDS);
+            let dead = shard.sweep_candidates(budget, |e| self.is_dead(e, now));
+            for idx in dead {
+                let (e, charge) = shard.remove(idx);
+                self.used_bytes.fetch_sub(charge, Ordering::Relaxed);
+                bump(&self.stats.reclaimed);
+                if e.bits & FETCHED == 0 {
+                    bump(&self.stats.expired_unfetched);
+                }
+                freed += 1;
+            }
+        }
+        freed
+    }
+}
+
+impl<'s> Locked<'s> {
+    fn sh(&self) -> &Shard {
+        self.shard.as_ref().expect("shard guard is held until drop")
+    }
+
+    fn sh_mut(&mut self) -> &mut Shard {
+        self.shard.as_mut().expect("shard guard is held until drop")
+    }
+
+    pub fn store(&self) -> &'s Store {
+        self.store
+    }
+
+    /// The live item for `key`: an expired or flushed one is unlinked here (lazy expiry).
+    pub fn get(&mut self, hash: u64, key: &[u8]) -> Option<u32> {
+        let idx = self.sh().find(hash, key)?;
+        let e = self.sh().entry(idx);
+        if self.store.is_dead(e, self.now) {
+            let flushed = self.store.is_flushed(e, self.now);
+            self.unlink(idx);
+            bump(if flushed {
+                &self.store.stats.get_flushed
+            } else {
+                &self.store.stats.get_expired
+            });
+            return None;
+        }
+        Some(idx)
+    }
+
+    pub fn entry(&self, idx: u32) -> &Entry {
+        self.sh().entry(idx)
+    }
+
+    pub fn entry_mut(&mut self, idx: u32) -> &mut Entry {
+        self.sh_mut().entry_mut(idx)
+    }
+
+    /// memcached's `do_item_bump` on a fetch: marks it fetched, refreshes its access time
+    /// at most once per `ITEM_UPDATE_INTERVAL`, and moves it to the LRU head.
+    pub fn bump(&mut self, idx: u32) {
+        let now = self.now;
+        let e = self.sh_mut().entry_mut(idx);
+        e.bits |= FETCHED;
+        if e.time < now.saturating_sub(clock::ITEM_UPDATE_INTERVAL_SECS) {
+            e.time = now;
+        }
+        self.sh_mut().touch_lru(idx);
+    }
+
+    /// memcached's `do_item_update`: the access time and LRU position, not the fetched bit.
+    pub fn update(&mut self, idx: u32) {
+        let now = self.now;
+        let e = self.sh_mut().entry_mut(idx);
+        if e.time < now.saturating_sub(clock::ITEM_UPDATE_INTERVAL_SECS) {
+            e.time = now;
+        }
+        self.sh_mut().touch_lru(idx);
+    }
+
+    /// Removes an item.
+    pub fn unlink(&mut self, idx: u32) -> Entry {
+        let (e, charge) = self.sh_mut().remove(idx);
+        self.store.used_bytes.fetch_sub(charge, Ordering::Relaxed);
+        e
+    }
+
+    /// Makes room for an item of `charge` bytes: evicts from this shard's LRU tail (never
+    /// `keep`) while over the limit; with evictions off, refuses instead.
+    fn reserve(&mut self, charge: usize, keep: Option<u32>) -> Result<(), OutOfMemory> {
+        let store = self.store;
+        let limit = store.limit_bytes();
+        if !store.config.evictions {
+            return if store.used_bytes() + charge > limit {
+                Err(OutOfMemory)
+            } else {
+                Ok(())
+            };
+        }
+        if charge > limit {
+            return Err(OutOfMemory);
+        }
+        while store.used_bytes() + charge > limit {
+            match self.sh().tail() {
+                Some(t) if Some(t) != keep => store.evict(self.sh_mut(), t),
+                _ => {
+                    self.shortfall = store.used_bytes() + charge - limit;
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// True when linking an item of these sizes would fail with out-of-memory right now.
+    pub fn would_run_out(&self, key_len: usize, data_len: usize) -> bool {
+        let charge = entry::charge_bytes(key_len, data_len);
+        let limit = self.store.limit_bytes();
+        if self.store.config.evictions {
+            charge > limit
+        } else {
+            self.store.used_bytes() + charge > limit
+        }
+    }
+
+    /// Links a new item (replacing `old` if given) with a fresh CAS value and the current time.
+    #[allow(clippy::too_many_arguments)] // the fields of the item, as memcached's item_alloc
+    pub fn link(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        data: Arc<[u8]>,
+        flags: u32,
+        exptime: u32,
+        bits: u8,
+        old: Option<u32>,
+    ) -> Result<u32, OutOfMemory> {
+        let charge = entry::charge_bytes(key.len(), data.len());
+        self.reserve(charge, old)?;
+        if let Some(old) = old {
+            self.unlink(old);
+        }
+        let entry = Entry {
+            key: key.into(),
+            data,
+            hash,
+            cas: self.store.next_cas(),
+            flags,
+            exptime,
+            time: self.now,
+            bits,
+            prev: NIL,
+            next: NIL,
+        };
+        let (idx, charge) = self.sh_mut().insert(entry);
+        self.store.used_bytes.fetch_add(charge, Ordering::Relaxed);
+        bump(&self.store.stats.total_items);
+        Ok(idx)
+    }
+
+    /// Swaps an item's data in place (incr/decr), with a new CAS value.
+    pub fn replace_data(&mut self, idx: u32, data: Arc<[u8]>) {
+        let cas = self.store.next_cas();
+        let (old_key_len, old_len) = {
+            let e = self.sh().entry(idx);
+            (e.key.len(), e.data.len())
+        };
+        let e = self.sh_mut().entry_mut(idx);
+        e.data = data;
+        e.cas = cas;
+        let new_len = e.data.len();
+        let old_charge = entry::charge_bytes(old_key_len, old_len);
+        let new_charge = entry::charge_bytes(old_key_len, new_len);
+        if new_charge >= old_charge {
+            self.store
+                .used_bytes
+                .fetch_add(new_charge - old_charge, Ordering::Relaxed);
+        } else {
+            self.store
+                .used_bytes
+                .fetch_sub(old_charge - new_charge, Ordering::Relaxed);
+        }
+        self.update(idx);
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        // Release this shard before touching any other: one shard lock at a time.
+        drop(self.shard.take());
+        if self.shortfall > 0 {
+            self.store.evict_elsewhere();
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! One shard: a hash table of slot indices, the slots, and an intrusive LRU list through them.
+//!
+//! Invariants: every used slot is in the table exactly once and in the LRU list exactly once;
+//! free slots are on the free list and nowhere else; `bytes` is the sum of the charges of the
+//! used slots.
+
+use hashbrown::HashTable;
+
+use super::entry::{charge_bytes, Entry, NIL};
+
+#[derive(Debug)]
+enum Slot {
+    Used(Entry),
+    Free { next_free: u32 },
+}
+
+/// A shard's items. All methods run under the shard's lock.
+#[derive(Debug)]
+pub struct Shard {
+    table: HashTable<u32>,
+    slots: Vec<Slot>,
+    free_head: u32,
+    /// Most recently used.
+    head: u32,
+    /// Least recently used: the next to evict.
+    tail: u32,
+    len: usize,
+    bytes: usize,
+    /// Where the sweeper continues.
+    sweep_cursor: usize,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Shard {
+            table: HashTable::new(),
+            slots: Vec::new(),
+            free_head: NIL,
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            bytes: 0,
+            sweep_cursor: 0,
+        }
+    }
+}
+
+impl Shard {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[cfg(test)]
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn tail(&self) -> Option<u32> {
+        (self.tail != NIL).then_some(self.tail)
+    }
+
+    /// The slot holding `key`, whatever its liveness.
+    pub fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
+        self.table
+            .find(hash, |&i| match &self.slots[i as usize] {
+                Slot::Used(e) => &*e.key == key,
+                Slot::Free { .. } => false,
+            })
+            .copied()
+    }
+
+    pub fn entry(&self, idx: u32) -> &Entry {
+        match &self.slots[idx as usize] {
+            Slot::Used(e) => e,
+            Slot::Free { .. } => unreachable!("slot {idx} is free"),
+        }
+    }
+
+    pub fn entry_mut(&mut self, idx: u32) -> &mut Entry {
+        match &mut self.slots[idx as usize] {
+            Slot::Used(e) => e,
+            Slot::Free { .. } => unreachable!("slot {idx} is free"),
+        }
+    }
+
+    fn detach(&mut self, idx: u32) {
+        let (prev, next) = {
+            let e = self.entry(idx);
+            (e.prev, e.next)
+        };
+        if prev != NIL {
+            self.entry_mut(prev).next = next;
+        } else {
+            self.head = next;
+        }
+        if next != NIL {
+            self.entry_mut(next).prev = prev;
+        } else {
+            self.tail = prev;
+        }
+    }
+
+    fn attach_head(&mut self, idx: u32) {
+        let old = self.head;
+        {
+            let e = self.entry_mut(idx);
+            e.prev = NIL;
+            e.next = old;
+        }
+        if old != NIL {
+            self.entry_mut(old).prev = idx;
+        } else {
+            self.tail = idx;
+        }
+        self.head = idx;
+    }
+
+    /// Moves an item to the most-recently-used end.
+    pub fn touch_lru(&mut self, idx: u32) {
+        if self.head != idx {
+            self.detach(idx);
+            self.attach_head(idx);
+        }
+    }
+
+    /// Adds an item (its key must not be present); returns its slot and its charge.
+    pub fn insert(&mut self, entry: Entry) -> (u32, usize) {
+        let charge = charge_bytes(entry.key.len(), entry.data.len());
+        let hash = entry.hash;
+        let idx = if self.free_head != NIL {
+            let idx = self.free_head;
+            let Slot::Free { next_free } = self.slots[idx as usize] else {
+                unreachable!("free list points at a used slot")
+            };
+            self.free_head = next_free;
+            self.slots[idx as usize] = Slot::Used(entry);
+            idx
+        } else {
+            self.slots.push(Slot::Used(entry));
+            (self.slots.len() - 1) as u32
+        };
+        let slots = &self.slots;
+        self.table
+            .insert_unique(hash, idx, |&i| match &slots[i as usize] {
+                Slot::Used(e) => e.hash,
+                Slot::Free { .. } => 0,
+            });
+        self.attach_head(idx);
+        self.len += 1;
+        self.bytes += charge;
+        (idx, charge)
+    }
+
+    /// Removes an item; returns it and the charge it had.
+    pub fn remove(&mut self, idx: u32) -> (Entry, usize) {
+        self.detach(idx);
+        let hash = self.entry(idx).hash;
+        match self.table.find_entry(hash, |&i| i == idx) {
+            Ok(o) => {
+                o.remove();
+            }
+            Err(_) => unreachable!("used slot {idx} missing from the table"),
+        }
+        let slot = std::mem::replace(
+            &mut self.slots[idx as usize],
+            Slot::Free {
+                next_free: self.free_head,
+            },
+        );
+        self.free_head = idx;
+        let Slot::Used(entry) = slot else {
+            unreachable!("removed a free slot")
+        };
+        let charge = charge_bytes(entry.key.len(), entry.data.len());
+        self.len -= 1;
+        self.bytes -= charge;
+        (entry, charge)
+    }
+
+    /// Up to `budget` used slots from the sweep cursor on, wrapping; calls `dead` on each and
+    /// returns those it says are dead.
+    pub fn sweep_candidates(&mut self, budget: usize, dead: impl Fn(&Entry) -> bool) -> Vec<u32> {
+        let mut out = Vec::new();
+        let n = self.slots.len();
+        if n == 0 {
+            return out;
+        }
+        for _ in 0..budget.min(n) {
+            if self.sweep_cursor >= n {
+                self.sweep_cursor = 0;
+            }
+            if let Slot::Used(e) = &self.slots[self.sweep_cursor] {
+                if dead(e) {
+                    out.push(self.sweep_cursor as u32);
+                }
+            }
+            self.sweep_cursor += 1;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn entry(key: &[u8], hash: u64) -> Entry {
+        Entry {
+            key: key.into(),
+            data: Arc::from(&b"v\r\n"[..]),
+            hash,
+            cas: 0,
+            flags: 0,
+            exptime: 0,
+            time: 0,
+            bits: 0,
+            prev: NIL,
+            next: NIL,
+        }
+    }
+
+    #[test]
+    fn lru_order_and_reuse() {
+        let mut s = Shard::default();
+        let (a, _) = s.insert(entry(b"a", 1));
+        let (b, _) = s.insert(entry(b"b", 2));
+        let (c, _) = s.insert(entry(b"c", 1));
+        assert_eq!(s.tail(), Some(a));
+        s.touch_lru(a);
+        assert_eq!(s.tail(), Some(b));
+        assert_eq!(s.find(1, b"c"), Some(c));
+        let (e, _) = s.remove(b);
+        assert_eq!(&*e.key, b"b");
+        assert_eq!(s.tail(), Some(c));
+        assert_eq!(s.find(2, b"b"), None);
+        let (d, _) = s.insert(entry(b"d", 3));
+        assert_eq!(d, b, "freed slot is reused");
+        assert_eq!(s.len(), 3);
+        s.remove(a);
+        s.remove(c);
+        s.remove(d);
+        assert_eq!(s.bytes(), 0);
+        assert!(s.is_empty());
+        assert_eq!(s.tail(), None);
+    }
+}
