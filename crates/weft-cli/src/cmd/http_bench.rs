@@ -435,7 +435,7 @@ fn run_load(
 /// short-lived connection leaves one behind on the server's side for 60 s, and a client port
 /// reused while its old connection is still there costs a SYN retransmission (1 s) — which
 /// would be charged to whichever server runs next.
-const TIME_WAIT_MAX: u64 = 2_000;
+const TIME_WAIT_MAX: u64 = 15_000;
 
 /// Waits (at most 65 s) until the system holds fewer than [`TIME_WAIT_MAX`] TIME-WAIT
 /// sockets, as the thesis lets TIME-WAIT drain between rates.
