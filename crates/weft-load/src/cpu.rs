@@ -37,6 +37,39 @@ pub fn utilisation(cpu: Duration, wall: Duration, threads: usize) -> f64 {
 /// generator, not the server.
 pub const SATURATED: f64 = 0.90;
 
+/// `generator: …` line of a report, with the saturation warning when it applies.
+pub fn human_generator_line(threads: usize, cpu_us_per_request: f64, utilisation: f64) -> String {
+    let mut s = format!(
+        "generator: {threads} thread(s), {cpu_us_per_request:.2} us CPU per request, {:.0}% busy",
+        utilisation * 100.0
+    );
+    if utilisation > SATURATED {
+        s.push_str("\nwarning: the generator's own cores were saturated; add --threads or cores, the server may be faster than measured");
+    }
+    s
+}
+
+/// Runs `f` as a fiber on a new cluster of `threads` processors named `name`, and shuts the
+/// cluster down after it returns.
+pub fn run_on_own_cluster<T: Send + 'static>(
+    name: &str,
+    threads: usize,
+    f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> anyhow::Result<T> {
+    use anyhow::Context;
+    let cluster = weft::Cluster::builder()
+        .name(name)
+        .processors(threads)
+        .build()
+        .context("starting the generator's weft cluster")?;
+    let result = cluster
+        .spawn(f)
+        .join()
+        .map_err(|e| anyhow::anyhow!("generator fiber failed: {e}"))?;
+    cluster.shutdown();
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

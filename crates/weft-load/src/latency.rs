@@ -127,6 +127,14 @@ pub struct LatencySummary {
 }
 
 impl LatencySummary {
+    /// `latency us: mean … max …`, as the generators print it.
+    pub fn human(&self) -> String {
+        format!(
+            "latency us: mean {:.1}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            self.mean, self.p50, self.p90, self.p99, self.p999, self.max
+        )
+    }
+
     /// The percentiles of `hist` (all zero when it is empty).
     pub fn of(hist: &Histogram<u64>) -> LatencySummary {
         if hist.is_empty() {

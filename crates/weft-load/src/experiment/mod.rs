@@ -162,37 +162,13 @@ pub fn memcached_servers(settings: &Settings, notes: &mut Vec<String>) -> Vec<Se
         }
     };
     let mut servers = Vec::new();
-    if supports(&settings.weft_exe, "memcached") {
-        let policies = if settings.schedulers.is_empty() {
-            vec![None]
-        } else {
-            settings.schedulers.iter().cloned().map(Some).collect()
-        };
-        for policy in policies {
-            let mut args: Vec<String> = ["memcached", "-p", "{port}", "-l", "127.0.0.1", "-t", "1"]
-                .map(String::from)
-                .to_vec();
-            args.extend(["-U", "0", "-m", "1024", "-c", "20000"].map(String::from));
-            args.extend(root_flag());
-            let name = match &policy {
-                Some(p) => {
-                    args.extend(["--scheduler".into(), p.clone()]);
-                    format!("weft ({p})")
-                }
-                None => "weft".into(),
-            };
-            servers.push(Server {
-                name,
-                program: settings.weft_exe.clone(),
-                args,
-                config: None,
-            });
-        }
-    } else {
-        notes.push(format!(
-            "skipped weft memcached: `{} memcached` is not available in this build",
-            settings.weft_exe.display()
-        ));
+    {
+        let mut args: Vec<String> = ["memcached", "-p", "{port}", "-l", "127.0.0.1", "-t", "1"]
+            .map(String::from)
+            .to_vec();
+        args.extend(["-U", "0", "-m", "1024", "-c", "20000"].map(String::from));
+        args.extend(root_flag());
+        servers.extend(weft_variants(settings, &args, notes));
     }
     if settings.peers {
         match process::find_program("memcached") {
@@ -220,45 +196,20 @@ pub fn memcached_servers(settings: &Settings, notes: &mut Vec<String>) -> Vec<Se
 /// The static-file servers to compare, with notes on any skipped.
 pub fn http_servers(settings: &Settings, notes: &mut Vec<String>) -> Vec<Server> {
     let mut servers = Vec::new();
-    if supports(&settings.weft_exe, "http") {
-        let policies = if settings.schedulers.is_empty() {
-            vec![None]
-        } else {
-            settings.schedulers.iter().cloned().map(Some).collect()
-        };
-        for policy in policies {
-            let mut args: Vec<String> = [
-                "http",
-                "--root",
-                "{root}",
-                "--listen",
-                "127.0.0.1:{port}",
-                "--processors",
-                "1",
-                "--max-connections",
-                "20000",
-            ]
-            .map(String::from)
-            .to_vec();
-            let name = match &policy {
-                Some(p) => {
-                    args.extend(["--scheduler".into(), p.clone()]);
-                    format!("weft ({p})")
-                }
-                None => "weft".into(),
-            };
-            servers.push(Server {
-                name,
-                program: settings.weft_exe.clone(),
-                args,
-                config: None,
-            });
-        }
-    } else {
-        notes.push(format!(
-            "skipped weft http: `{} http` is not available in this build",
-            settings.weft_exe.display()
-        ));
+    {
+        let args = [
+            "http",
+            "--root",
+            "{root}",
+            "--listen",
+            "127.0.0.1:{port}",
+            "--processors",
+            "1",
+            "--max-connections",
+            "20000",
+        ]
+        .map(String::from);
+        servers.extend(weft_variants(settings, &args, notes));
     }
     if settings.peers {
         match process::find_program("nginx") {
@@ -280,6 +231,33 @@ pub fn http_servers(settings: &Settings, notes: &mut Vec<String>) -> Vec<Server>
         }
     }
     servers
+}
+
+/// weft's server started with `args` (the subcommand first), once per `--schedulers` policy
+/// (or once with the server's default policy); none, with a note, when this build lacks it.
+fn weft_variants(settings: &Settings, args: &[String], notes: &mut Vec<String>) -> Vec<Server> {
+    if !supports(&settings.weft_exe, &args[0]) {
+        notes.push(format!(
+            "skipped weft {0}: `{1} {0}` is not available in this build",
+            args[0],
+            settings.weft_exe.display()
+        ));
+        return Vec::new();
+    }
+    let server = |name: String, extra: Vec<String>| Server {
+        name,
+        program: settings.weft_exe.clone(),
+        args: args.iter().cloned().chain(extra).collect(),
+        config: None,
+    };
+    if settings.schedulers.is_empty() {
+        return vec![server("weft".into(), vec![])];
+    }
+    settings
+        .schedulers
+        .iter()
+        .map(|p| server(format!("weft ({p})"), vec!["--scheduler".into(), p.clone()]))
+        .collect()
 }
 
 /// nginx as the thesis ran it: one worker, sendfile on, access log off.

@@ -111,13 +111,10 @@ pub struct Report {
 impl Report {
     /// A short human-readable summary.
     pub fn human(&self) -> String {
-        let l = &self.latency_us;
         let e = &self.errors;
-        let mut s = format!(
+        format!(
             "target {:.0} req/s  replies {:.0}/s  ({} replies, {:.1} MB/s)\n\
-             errors {} ({:.2}%): timeout {} refused {} reset {} bad-status {} fd-unavail {} other {}\n\
-             latency us: mean {:.1}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}\n\
-             generator: {} thread(s), {:.2} us CPU per request, {:.0}% busy",
+             errors {} ({:.2}%): timeout {} refused {} reset {} bad-status {} fd-unavail {} other {}\n{}\n{}",
             self.target_rate,
             self.replies_per_sec,
             self.replies,
@@ -130,20 +127,13 @@ impl Report {
             e.bad_status,
             e.fd_unavailable,
             e.other,
-            l.mean,
-            l.p50,
-            l.p90,
-            l.p99,
-            l.p999,
-            l.max,
-            self.generator_threads,
-            self.generator_cpu_us_per_request,
-            self.generator_utilisation * 100.0
-        );
-        if self.generator_saturated {
-            s.push_str("\nwarning: the generator's own cores were saturated; the server may be faster than measured");
-        }
-        s
+            self.latency_us.human(),
+            cpu::human_generator_line(
+                self.generator_threads,
+                self.generator_cpu_us_per_request,
+                self.generator_utilisation
+            )
+        )
     }
 }
 
@@ -160,18 +150,10 @@ pub fn run(config: &Config) -> anyhow::Result<Report> {
         0 => fd_limit.saturating_sub(64).max(1),
         n => n,
     };
-    let cluster = weft::Cluster::builder()
-        .name("weft-load-http")
-        .processors(config.threads)
-        .build()
-        .context("starting the generator's weft cluster")?;
     let config = config.clone();
-    let handle = cluster.spawn(move || drive(&config, addr, names, max_sessions));
-    let result = handle
-        .join()
-        .map_err(|e| anyhow::anyhow!("generator fiber failed: {e}"))?;
-    cluster.shutdown();
-    result
+    cpu::run_on_own_cluster("weft-load-http", config.threads, move || {
+        drive(&config, addr, names, max_sessions)
+    })
 }
 
 fn raise_nofile_to_hard() -> usize {

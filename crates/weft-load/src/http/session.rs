@@ -113,44 +113,12 @@ impl SessionPlan {
 /// Runs one session intended to start at `start`.
 pub fn run(plan: &SessionPlan, start: Instant, rng: &mut SmallRng) {
     let counted = plan.counts(start);
-    let mut buf = vec![0u8; SESSION_BUFFER_BYTES];
-    let mut request = Vec::with_capacity(256);
-    let mut stream: Option<TcpStream> = None;
+    let mut conn = Connection::new();
     let mut intended = start;
     for i in 0..plan.requests_per_session {
         let last = i + 1 == plan.requests_per_session;
-        let path = plan.names.sample(rng);
-        request.clear();
-        let _ = write!(
-            request,
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: weft-load\r\n{}\r\n",
-            plan.host,
-            if last { "Connection: close\r\n" } else { "" }
-        );
-        let deadline = intended + plan.timeout;
-        let outcome = exchange(plan, &mut stream, &request, &mut buf, deadline);
-        let done = Instant::now();
-        match outcome {
-            Ok(r) => {
-                if counted {
-                    plan.bytes.fetch_add(r.body_bytes, Ordering::Relaxed);
-                    if (200..400).contains(&r.status) {
-                        let latency = done - intended;
-                        plan.recorder.with(|t| t.record(latency));
-                    } else {
-                        plan.errors.bad_status.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                if r.close {
-                    stream = None;
-                }
-            }
-            Err(e) => {
-                if counted {
-                    plan.errors.count(&e);
-                }
-                return;
-            }
+        if !conn.request(plan, rng, intended, counted, last) {
+            return;
         }
         if !last && !plan.think.is_zero() {
             let _ = weft::sleep(plan.think);
@@ -162,30 +130,63 @@ pub fn run(plan: &SessionPlan, start: Instant, rng: &mut SmallRng) {
 /// Closed loop on one keep-alive connection: each request is intended the moment the
 /// previous reply ends; a failed connection is counted and replaced.
 pub fn run_closed(plan: &SessionPlan, rng: &mut SmallRng) {
-    let mut buf = vec![0u8; SESSION_BUFFER_BYTES];
-    let mut request = Vec::with_capacity(256);
-    let mut stream: Option<TcpStream> = None;
+    let mut conn = Connection::new();
     loop {
         let intended = Instant::now();
         if intended >= plan.end {
             return;
         }
-        request.clear();
+        if !conn.request(plan, rng, intended, plan.counts(intended), false) {
+            // Do not spin on a server that refuses.
+            let _ = weft::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// A client connection (opened on first use, reopened after the server closes it) and its
+/// buffers.
+struct Connection {
+    stream: Option<TcpStream>,
+    buf: Vec<u8>,
+    request: Vec<u8>,
+}
+
+impl Connection {
+    fn new() -> Connection {
+        Connection {
+            stream: None,
+            buf: vec![0u8; SESSION_BUFFER_BYTES],
+            request: Vec::with_capacity(256),
+        }
+    }
+
+    /// Sends one GET for a drawn name (asking the server to close when `last`), reads the
+    /// reply and, when `counted`, tallies it. Returns false when the exchange failed (the
+    /// connection is then dropped).
+    fn request(
+        &mut self,
+        plan: &SessionPlan,
+        rng: &mut SmallRng,
+        intended: Instant,
+        counted: bool,
+        last: bool,
+    ) -> bool {
+        self.request.clear();
         let path = plan.names.sample(rng);
         let _ = write!(
-            request,
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: weft-load\r\n\r\n",
-            plan.host
+            self.request,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: weft-load\r\n{}\r\n",
+            plan.host,
+            if last { "Connection: close\r\n" } else { "" }
         );
-        let outcome = exchange(
+        let deadline = intended + plan.timeout;
+        match exchange(
             plan,
-            &mut stream,
-            &request,
-            &mut buf,
-            intended + plan.timeout,
-        );
-        let counted = plan.counts(intended);
-        match outcome {
+            &mut self.stream,
+            &self.request,
+            &mut self.buf,
+            deadline,
+        ) {
             Ok(r) => {
                 if counted {
                     plan.bytes.fetch_add(r.body_bytes, Ordering::Relaxed);
@@ -197,16 +198,16 @@ pub fn run_closed(plan: &SessionPlan, rng: &mut SmallRng) {
                     }
                 }
                 if r.close {
-                    stream = None;
+                    self.stream = None;
                 }
+                true
             }
             Err(e) => {
                 if counted {
                     plan.errors.count(&e);
                 }
-                stream = None;
-                // Do not spin on a server that refuses.
-                let _ = weft::sleep(Duration::from_millis(10));
+                self.stream = None;
+                false
             }
         }
     }

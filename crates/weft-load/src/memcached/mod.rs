@@ -169,31 +169,21 @@ pub struct Report {
 impl Report {
     /// A short human-readable summary.
     pub fn human(&self) -> String {
-        let l = &self.latency_us;
-        let mut s = format!(
-            "target {:.0} qps  actual {:.0} qps  requests {}  misses {}  errors {}  timeouts {}\n\
-             latency us: mean {:.1}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}\n\
-             generator: {} thread(s), {:.2} us CPU per request, {:.0}% busy",
+        format!(
+            "target {:.0} qps  actual {:.0} qps  requests {}  misses {}  errors {}  timeouts {}\n{}\n{}",
             self.target_qps,
             self.actual_qps,
             self.requests,
             self.misses,
             self.errors,
             self.timeouts,
-            l.mean,
-            l.p50,
-            l.p90,
-            l.p99,
-            l.p999,
-            l.max,
-            self.generator_threads,
-            self.generator_cpu_us_per_request,
-            self.generator_utilisation * 100.0
-        );
-        if self.generator_saturated {
-            s.push_str("\nwarning: the generator's own cores were saturated; add --threads or cores, the server may be faster than measured");
-        }
-        s
+            self.latency_us.human(),
+            cpu::human_generator_line(
+                self.generator_threads,
+                self.generator_cpu_us_per_request,
+                self.generator_utilisation
+            )
+        )
     }
 }
 
@@ -211,18 +201,10 @@ pub fn run(config: &Config) -> anyhow::Result<Report> {
     config.validate()?;
     let addr = resolve(&config.server)?;
     crate::limits::raise_nofile(config.connections as u64 + 64)?;
-    let cluster = weft::Cluster::builder()
-        .name("weft-load")
-        .processors(config.threads)
-        .build()
-        .context("starting the generator's weft cluster")?;
     let config = config.clone();
-    let handle = cluster.spawn(move || run_on_cluster(&config, addr));
-    let result = handle
-        .join()
-        .map_err(|e| anyhow::anyhow!("generator fiber failed: {e}"))?;
-    cluster.shutdown();
-    result
+    cpu::run_on_own_cluster("weft-load", config.threads, move || {
+        run_on_cluster(&config, addr)
+    })
 }
 
 fn run_on_cluster(config: &Config, addr: SocketAddr) -> anyhow::Result<Report> {
