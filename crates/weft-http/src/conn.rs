@@ -7,9 +7,9 @@
 //!   does not fit is answered 431 (or 414) instead;
 //! - a response head is always followed by exactly the body bytes its `Content-Length`
 //!   promises, or the connection is closed (a file that shrank while being sent);
-//! - the connection is marked [`IDLE`] only while it waits for the first byte of a request
-//!   with nothing half-read; graceful shutdown cancels only idle connections, so a response in
-//!   flight is never cut (see `server.rs`).
+//! - the connection is marked [`IDLE`] only while it waits for (more of) a request head, when
+//!   nothing is owed to the client; graceful shutdown cancels only idle connections, so a
+//!   response in flight is never cut (see `server.rs`).
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
@@ -27,7 +27,7 @@ use crate::root::OpenError;
 use crate::server::Shared;
 use crate::target::parse_target;
 
-/// Waiting for a request with nothing half-read: shutdown may cancel it.
+/// Waiting for (more of) a request head, nothing owed to the client: shutdown may cancel it.
 pub const IDLE: u8 = 0;
 /// Reading a request or answering it: shutdown lets it finish.
 pub const BUSY: u8 = 1;
@@ -69,6 +69,15 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr, state: &Atomi
     if let Ok(Ending::Linger) = conn.run() {
         conn.linger();
     }
+}
+
+/// What a cancellable read got.
+enum Got {
+    Bytes(usize),
+    /// The deadline passed.
+    TimedOut,
+    /// Shutdown claimed the connection: close without answering.
+    Closing,
 }
 
 /// How a connection ends once `run` returns.
@@ -161,20 +170,25 @@ impl Conn<'_> {
                 buf.resize((buf.len() * 2).min(max_buf_bytes), 0);
             }
             let n = if end == 0 {
-                match self.read_idle(&mut buf)? {
-                    Some(n) => n,
-                    None => return Ok(Ending::Close),
+                if self.answered > 0 {
+                    self.ensure_nodelay();
+                }
+                let deadline = Instant::now() + config.keepalive_timeout;
+                match self.read_cancellable(&mut buf, deadline)? {
+                    Got::Bytes(n) => n,
+                    Got::TimedOut | Got::Closing => return Ok(Ending::Close),
                 }
             } else {
                 let started = *head_started.get_or_insert_with(Instant::now);
-                match self.read_until(&mut buf[end..], started + config.header_timeout) {
-                    Ok(n) => n,
-                    Err(e) if is_timeout(&e) => {
+                let deadline = started + config.header_timeout;
+                match self.read_cancellable(&mut buf[end..], deadline)? {
+                    Got::Bytes(n) => n,
+                    Got::TimedOut => {
                         self.answer_simple(408, false, None);
                         self.flush()?;
                         return Ok(Ending::Linger);
                     }
-                    Err(e) => return Err(e),
+                    Got::Closing => return Ok(Ending::Close),
                 }
             };
             if n == 0 {
@@ -187,31 +201,26 @@ impl Conn<'_> {
         }
     }
 
-    /// Waits for the first bytes of a request on an empty buffer, marked [`IDLE`] so that
-    /// shutdown may cancel it; `None` when the connection should just close (idle timeout,
-    /// shutdown).
-    fn read_idle(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        if self.answered > 0 {
-            self.ensure_nodelay();
-        }
+    /// Reads more of a request (its first bytes, or the rest of a head), marked [`IDLE`]
+    /// meanwhile: nothing is owed to the client yet, so shutdown may cancel the read.
+    fn read_cancellable(&mut self, buf: &mut [u8], deadline: Instant) -> io::Result<Got> {
         self.state.store(IDLE, Ordering::SeqCst);
         // Pairs with shutdown's store of `draining` then scan for IDLE (both SeqCst): either
         // we see the flag here, or shutdown sees us idle and cancels the read below.
         if self.shared.draining.load(Ordering::SeqCst) {
-            return Ok(None);
+            return Ok(Got::Closing);
         }
-        let deadline = Instant::now() + self.shared.config.keepalive_timeout;
         let got = self.read_until(buf, deadline);
         if self
             .state
             .compare_exchange(IDLE, BUSY, Ordering::SeqCst, Ordering::SeqCst)
             .is_err()
         {
-            return Ok(None);
+            return Ok(Got::Closing);
         }
         match got {
-            Ok(n) => Ok(Some(n)),
-            Err(e) if is_timeout(&e) => Ok(None),
+            Ok(n) => Ok(Got::Bytes(n)),
+            Err(e) if is_timeout(&e) => Ok(Got::TimedOut),
             Err(e) => Err(e),
         }
     }

@@ -168,14 +168,21 @@ pub fn read_response(s: &mut impl Read, head_only: bool) -> Option<Response> {
     Some(r)
 }
 
-/// Whether the server closed the connection (EOF or reset within the read timeout).
+/// Whether the server closed the connection (EOF or reset) within 10 s, sending nothing more.
 pub fn closed_by_server(s: &mut TcpStream) -> bool {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut b = [0u8; 1];
     loop {
         match s.read(&mut b) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            r => return matches!(r, Ok(0) | Err(_)),
+            Ok(0) => return true,
+            Ok(_) => return false,
+            Err(e) => {
+                return !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                )
+            }
         }
     }
 }
