@@ -38,6 +38,8 @@ enum BenchCommand {
     /// The scheduler study: packet processing, cache effects, staged pipeline, audio mixing,
     /// option pricing, under any weft policy (and tokio where the shape allows).
     Study(super::study::StudyArgs),
+    /// weft memcached vs memcached (-t 1 each, pinned): peak, p99 at 80% load, CPU/request.
+    Memcached(super::bench_memcached::MemcachedBenchArgs),
 }
 
 /// Which benchmark `weft bench sched` runs.
@@ -239,6 +241,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Http(args) => super::http_bench::run(&args),
         BenchCommand::Load(args) => super::load_bench::run(&args),
         BenchCommand::Study(args) => super::study::run(&args),
+        BenchCommand::Memcached(args) => super::bench_memcached::run(&args),
     }
 }
 

@@ -35,22 +35,6 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn cpu_pinning() -> (Option<usize>, Option<usize>) {
-    match weft_load::cpu::allowed_cpus() {
-        Ok(n) if n >= 2 => (Some(0), Some(1)),
-        _ => (None, None),
-    }
-}
-
-fn root_flag() -> Vec<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        vec!["-u".into(), "root".into()]
-    } else {
-        vec![]
-    }
-}
-
 /// Runs the comparisons and prints them.
 pub fn run(args: &LoadBenchArgs) -> anyhow::Result<()> {
     if args.runs == 0 || args.duration <= 0.0 || args.connections == 0 {
@@ -130,7 +114,7 @@ fn http_vs_wrk(
             r = root.display()
         ),
     )?;
-    let (server_cpu, load_cpu) = cpu_pinning();
+    let (server_cpu, load_cpu) = process::server_and_load_cpus();
     let conf_arg = conf.display().to_string();
     let err_log = work.join("nginx-error.log").display().to_string();
     let mut server = Running::start(
@@ -201,32 +185,30 @@ fn http_vs_wrk(
     Ok(())
 }
 
-fn start_memcached(mc: &Path, work: &Path) -> anyhow::Result<(Running, u16)> {
+/// Starts `program` (memcached, or weft with `prefix` = `["memcached"]`) as a one-thread
+/// server pinned to the server CPU, logging to `work/<name>.log`.
+pub(super) fn start_memcached_like(
+    name: &str,
+    program: &Path,
+    prefix: &[String],
+    work: &Path,
+) -> anyhow::Result<(Running, u16)> {
     let port = process::free_port()?;
-    let mut a: Vec<String> = [
-        "-p",
-        &port.to_string(),
-        "-l",
-        "127.0.0.1",
-        "-t",
-        "1",
-        "-U",
-        "0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    a.extend(["-m".into(), "1024".into(), "-c".into(), "4096".into()]);
-    a.extend(root_flag());
+    let mut args = prefix.to_vec();
+    args.extend(process::memcached_flags(&port.to_string(), 1024, 4096));
     let mut server = Running::start(
-        "memcached",
-        mc,
-        &a,
-        cpu_pinning().0,
-        work.join("memcached.log"),
+        name,
+        program,
+        &args,
+        process::server_and_load_cpus().0,
+        work.join(format!("{name}.log")),
     )?;
     server.wait_for_port(([127, 0, 0, 1], port).into(), Duration::from_secs(10))?;
     Ok((server, port))
+}
+
+fn start_memcached(mc: &Path, work: &Path) -> anyhow::Result<(Running, u16)> {
+    start_memcached_like("memcached", mc, &[], work)
 }
 
 fn memcached_vs_memcaslap(
@@ -238,7 +220,7 @@ fn memcached_vs_memcaslap(
     interrupted: &AtomicBool,
 ) -> anyhow::Result<()> {
     let (mut server, port) = start_memcached(mc, work)?;
-    let load_cpu = cpu_pinning().1;
+    let load_cpu = process::server_and_load_cpus().1;
     let limit = Duration::from_secs_f64(args.duration + 60.0);
     let (mut slap_rates, mut weft_rates) = (Vec::new(), Vec::new());
     for _ in 0..args.runs {
@@ -291,11 +273,9 @@ fn weft_memcached(
     cpu: Option<usize>,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<weft_load::memcached::Report> {
-    let out = process::run_to_end(
+    memcached_report(
         exe,
         &[
-            "load".into(),
-            "memcached".into(),
             "--server".into(),
             format!("127.0.0.1:{port}"),
             "--connections".into(),
@@ -310,13 +290,27 @@ fn weft_memcached(
             args.duration.ceil().to_string(),
             "--warmup".into(),
             "0.5".into(),
-            "--json".into(),
         ],
         cpu,
         interrupted,
-        Duration::from_secs_f64(args.duration + 60.0),
-    )?;
-    Ok(serde_json::from_str(out.trim())?)
+        args.duration,
+    )
+}
+
+/// Runs `exe load memcached FLAGS --json` pinned to `cpu` and parses its report.
+pub(super) fn memcached_report(
+    exe: &Path,
+    flags: &[String],
+    cpu: Option<usize>,
+    interrupted: &AtomicBool,
+    duration_s: f64,
+) -> anyhow::Result<weft_load::memcached::Report> {
+    let mut args: Vec<String> = vec!["load".into(), "memcached".into()];
+    args.extend_from_slice(flags);
+    args.push("--json".into());
+    let limit = Duration::from_secs_f64(duration_s + 60.0);
+    let out = process::run_to_end(exe, &args, cpu, interrupted, limit)?;
+    serde_json::from_str(out.trim()).context("parsing the load generator's report")
 }
 
 /// Generator CPU per request vs memcached's CPU per request, same run, same load.
@@ -331,7 +325,14 @@ fn generator_cpu(
         let (mut server, port) = start_memcached(mc, work)?;
         let pid = server.pid();
         let before = weft_bench::echo::cpu::process_cpu_seconds(pid)?;
-        let report = weft_memcached(exe, port, args, qps, cpu_pinning().1, interrupted)?;
+        let report = weft_memcached(
+            exe,
+            port,
+            args,
+            qps,
+            process::server_and_load_cpus().1,
+            interrupted,
+        )?;
         let server_cpu = weft_bench::echo::cpu::process_cpu_seconds(pid)? - before;
         server.stop();
         // The server served warm-up and preload too; count every reply it sent.

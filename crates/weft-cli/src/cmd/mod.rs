@@ -1,6 +1,7 @@
 //! The subcommands, one file each. Adding one is a variant here and a file beside this one.
 
 pub mod bench;
+pub mod bench_memcached;
 pub mod echo;
 pub mod experiment;
 pub mod experiment_study;

@@ -139,53 +139,22 @@ pub struct Server {
     pub config: Option<(PathBuf, String)>,
 }
 
-/// Which CPUs servers and generators use: different ones when there are two.
-fn cpus() -> (Option<usize>, Option<usize>) {
-    match crate::cpu::allowed_cpus() {
-        Ok(n) if n >= 2 => (Some(0), Some(1)),
-        _ => (None, None),
-    }
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// The memcached servers to compare, with notes on any skipped.
 pub fn memcached_servers(settings: &Settings, notes: &mut Vec<String>) -> Vec<Server> {
-    let root_flag = || -> Vec<String> {
-        if is_root() {
-            vec!["-u".into(), "root".into()]
-        } else {
-            vec![]
-        }
-    };
     let mut servers = Vec::new();
     {
-        let mut args: Vec<String> = ["memcached", "-p", "{port}", "-l", "127.0.0.1", "-t", "1"]
-            .map(String::from)
-            .to_vec();
-        args.extend(["-U", "0", "-m", "1024", "-c", "20000"].map(String::from));
-        args.extend(root_flag());
+        let mut args = vec!["memcached".to_string()];
+        args.extend(process::memcached_flags("{port}", 1024, 20000));
         servers.extend(weft_variants(settings, &args, notes));
     }
     if settings.peers {
         match process::find_program("memcached") {
-            Some(program) => {
-                let mut args: Vec<String> =
-                    ["-p", "{port}", "-l", "127.0.0.1", "-t", "1", "-U", "0"]
-                        .map(String::from)
-                        .to_vec();
-                args.extend(["-m", "1024", "-c", "20000"].map(String::from));
-                args.extend(root_flag());
-                servers.push(Server {
-                    name: "memcached".into(),
-                    program,
-                    args,
-                    config: None,
-                });
-            }
+            Some(program) => servers.push(Server {
+                name: "memcached".into(),
+                program,
+                args: process::memcached_flags("{port}", 1024, 20000),
+                config: None,
+            }),
             None => notes
                 .push("skipped memcached: not installed (apt-get install memcached)".to_string()),
         }
@@ -328,7 +297,7 @@ pub fn run_sweeps(
             .expect("constant template")
             .progress_chars("=> "),
     );
-    let (server_cpu, load_cpu) = cpus();
+    let (server_cpu, load_cpu) = process::server_and_load_cpus();
     if server_cpu.is_none() {
         bar.println("note: fewer than 2 CPUs available; server and load are not pinned apart");
     }

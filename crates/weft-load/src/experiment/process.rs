@@ -201,3 +201,29 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
         .map(|d| d.join(name))
         .find(|p| p.is_file())
 }
+
+/// The CPUs for servers and for load generators: 0 and 1 when this process may use two or
+/// more, else no pinning at all (both share whatever there is).
+pub fn server_and_load_cpus() -> (Option<usize>, Option<usize>) {
+    match crate::cpu::allowed_cpus() {
+        Ok(n) if n >= 2 => (Some(0), Some(1)),
+        _ => (None, None),
+    }
+}
+
+/// The flags that make memcached — or `weft memcached`, which takes the same ones — one
+/// server thread on `127.0.0.1:port` with no UDP, `memory_mb` of cache and room for
+/// `connections` clients; `-u root` when running as root (memcached refuses root without
+/// it). `port` may be a placeholder such as `{port}`.
+pub fn memcached_flags(port: &str, memory_mb: u32, connections: u32) -> Vec<String> {
+    let mut flags: Vec<String> = ["-p", port, "-l", "127.0.0.1", "-t", "1", "-U", "0"]
+        .map(String::from)
+        .to_vec();
+    flags.extend(["-m".into(), memory_mb.to_string()]);
+    flags.extend(["-c".into(), connections.to_string()]);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        flags.extend(["-u".into(), "root".into()]);
+    }
+    flags
+}
