@@ -25,3 +25,17 @@ pub mod sched;
 pub mod study;
 
 pub use record::Record;
+
+/// The member of `all` whose `name` is `s`, or an error naming `what` and the known names:
+/// the `FromStr` of the benchmark enums.
+pub(crate) fn find_by_name<T: Copy>(
+    all: &[T],
+    name: impl Fn(T) -> &'static str,
+    s: &str,
+    what: &str,
+) -> Result<T, String> {
+    all.iter().copied().find(|&b| name(b) == s).ok_or_else(|| {
+        let known: Vec<_> = all.iter().map(|&b| name(b)).collect();
+        format!("unknown {what} '{s}' (known: {})", known.join(", "))
+    })
+}

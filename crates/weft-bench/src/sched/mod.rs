@@ -149,14 +149,7 @@ impl FromStr for Bench {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Bench, String> {
-        Bench::ALL
-            .iter()
-            .copied()
-            .find(|b| b.name() == s)
-            .ok_or_else(|| {
-                let known: Vec<_> = Bench::ALL.iter().map(|b| b.name()).collect();
-                format!("unknown benchmark '{s}' (known: {})", known.join(", "))
-            })
+        crate::find_by_name(Bench::ALL, Bench::name, s, "benchmark")
     }
 }
 

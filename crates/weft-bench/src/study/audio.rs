@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use weft::sync::channel::{self, Receiver, Sender};
@@ -65,20 +65,13 @@ struct Shared {
     latencies: Latencies,
     misses: AtomicU64,
     legs_left: AtomicU64,
-    finished: Mutex<Option<mpsc::Sender<()>>>,
+    finished: packet::Finished,
 }
 
 impl Shared {
     fn leg_done(&self) {
         if self.legs_left.fetch_sub(1, Ordering::AcqRel) == 1 {
-            if let Some(tx) = self
-                .finished
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take()
-            {
-                let _ = tx.send(());
-            }
+            self.finished.signal();
         }
     }
 }
@@ -94,7 +87,7 @@ pub fn run(params: &Params) -> io::Result<Outcome> {
         latencies: Latencies::new(legs * frames as usize),
         misses: AtomicU64::new(0),
         legs_left: AtomicU64::new(legs as u64),
-        finished: Mutex::new(Some(tx)),
+        finished: packet::Finished::new(tx),
     });
     let cluster = params.cluster("study-audio")?;
     // Start a little in the future so every source is spawned before the first frame is due.

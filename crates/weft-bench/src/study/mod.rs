@@ -103,17 +103,7 @@ impl FromStr for Study {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Study, String> {
-        Study::ALL
-            .iter()
-            .copied()
-            .find(|b| b.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = Study::ALL.iter().map(|b| b.name()).collect();
-                format!(
-                    "unknown study benchmark '{s}' (known: {})",
-                    names.join(", ")
-                )
-            })
+        crate::find_by_name(Study::ALL, Study::name, s, "study benchmark")
     }
 }
 

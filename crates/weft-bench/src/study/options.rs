@@ -142,7 +142,7 @@ struct Shared {
     latencies: Latencies,
     /// Sum of prices, checked against the sequential computation.
     prices: Mutex<Vec<f64>>,
-    finished: Mutex<Option<mpsc::Sender<()>>>,
+    finished: packet::Finished,
 }
 
 impl Shared {
@@ -150,14 +150,7 @@ impl Shared {
         self.latencies.record(i as usize, since);
         self.prices.lock().unwrap_or_else(|p| p.into_inner())[i as usize] = price;
         if self.done.fetch_add(1, Ordering::AcqRel) + 1 == self.total {
-            if let Some(tx) = self
-                .finished
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take()
-            {
-                let _ = tx.send(());
-            }
+            self.finished.signal();
         }
     }
 }
@@ -171,7 +164,7 @@ pub fn run(params: &Params) -> io::Result<Outcome> {
         done: AtomicU64::new(0),
         latencies: Latencies::new(total as usize),
         prices: Mutex::new(vec![f64::NAN; total as usize]),
-        finished: Mutex::new(Some(tx)),
+        finished: packet::Finished::new(tx),
     });
     let subtasks_before = SUBTASKS.load(Ordering::Relaxed);
     let started = Instant::now();

@@ -99,7 +99,7 @@ struct Shared {
     /// Sum of newline counts, so the work cannot be optimised away (and is checked).
     lines: AtomicU64,
     latencies: Latencies,
-    finished: std::sync::Mutex<Option<mpsc::Sender<()>>>,
+    finished: Finished,
 }
 
 impl Shared {
@@ -116,7 +116,7 @@ impl Shared {
             done: AtomicU64::new(0),
             lines: AtomicU64::new(0),
             latencies: Latencies::new(total as usize),
-            finished: std::sync::Mutex::new(Some(tx)),
+            finished: Finished::new(tx),
         });
         (shared, rx)
     }
@@ -139,14 +139,7 @@ impl Shared {
         self.latencies.record(i as usize, since);
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
         if self.done.fetch_add(1, Ordering::AcqRel) + 1 == self.total {
-            if let Some(tx) = self
-                .finished
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take()
-            {
-                let _ = tx.send(());
-            }
+            self.finished.signal();
         }
     }
 
@@ -219,6 +212,23 @@ pub fn run(params: &Params, handler: Handler) -> io::Result<Outcome> {
     .with("spawners", spawners as u64)
     .with("work_ns", params.work_ns)
     .with("newlines", shared.lines.load(Ordering::Relaxed)))
+}
+
+/// The one-shot signal the last task of a run sends to [`wait`].
+pub(crate) struct Finished(std::sync::Mutex<Option<mpsc::Sender<()>>>);
+
+impl Finished {
+    pub(crate) fn new(tx: mpsc::Sender<()>) -> Finished {
+        Finished(std::sync::Mutex::new(Some(tx)))
+    }
+
+    /// Sends the signal; calls after the first do nothing.
+    pub(crate) fn signal(&self) {
+        let tx = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(tx) = tx {
+            let _ = tx.send(());
+        }
+    }
 }
 
 /// Blocks the calling thread until the last handler reports.

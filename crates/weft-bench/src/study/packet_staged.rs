@@ -12,7 +12,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use weft::sync::channel::{self, Receiver, Sender, TrySendError};
@@ -39,7 +39,7 @@ struct Sink {
     total: u64,
     done: AtomicU64,
     latencies: Latencies,
-    finished: Mutex<Option<mpsc::Sender<()>>>,
+    finished: packet::Finished,
 }
 
 /// Runs both layouts and returns `[staged, single]`.
@@ -67,7 +67,7 @@ fn run_layout(params: &Params, staged: bool) -> io::Result<Outcome> {
         total,
         done: AtomicU64::new(0),
         latencies: Latencies::new(total as usize),
-        finished: Mutex::new(Some(tx)),
+        finished: packet::Finished::new(tx),
     });
     let work_ns = params.work_ns;
     for _ in 0..workers {
@@ -86,14 +86,7 @@ fn run_layout(params: &Params, staged: bool) -> io::Result<Outcome> {
             while let Ok(item) = input.recv() {
                 sink.latencies.record(item.index as usize, item.since);
                 if sink.done.fetch_add(1, Ordering::AcqRel) + 1 == sink.total {
-                    let tx = sink
-                        .finished
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .take();
-                    if let Some(tx) = tx {
-                        let _ = tx.send(());
-                    }
+                    sink.finished.signal();
                 }
             }
         }));

@@ -15,7 +15,7 @@ use clap::Args;
 use weft_load::experiment::process::{self, Running};
 use weft_load::memcached::Report;
 
-use super::load_bench::{memcached_report, start_memcached_like};
+use super::load_bench::{memcached_report, start_memcached_like, MemcachedLoad};
 
 #[derive(Debug, Args)]
 pub struct MemcachedBenchArgs {
@@ -64,8 +64,7 @@ struct Figures {
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    weft_load::experiment::output::median_min_max(&mut v).0
 }
 
 pub fn run(args: &MemcachedBenchArgs) -> anyhow::Result<()> {
@@ -198,32 +197,22 @@ fn one_run(
     depth: usize,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<(Report, f64)> {
-    let flags: Vec<String> = vec![
-        "--server".into(),
-        format!("127.0.0.1:{port}"),
-        "--connections".into(),
-        args.connections.to_string(),
-        "--qps".into(),
-        qps.to_string(),
-        "--depth".into(),
-        depth.to_string(),
-        "--update-ratio".into(),
-        args.update_ratio.to_string(),
-        "--value-size".into(),
-        args.value_size.clone(),
-        "--keys".into(),
-        args.keys.to_string(),
-        "--duration".into(),
-        args.duration.to_string(),
-        "--warmup".into(),
-        "1".into(),
-    ];
+    let load = MemcachedLoad {
+        port,
+        connections: args.connections,
+        qps,
+        depth,
+        update_ratio: args.update_ratio,
+        value_size: &args.value_size,
+        keys: args.keys,
+        duration_s: args.duration,
+        warmup_s: 1.0,
+    };
     let pid = server.pid();
     let before = weft_bench::echo::cpu::process_cpu_seconds(pid)?;
     let load_cpu = process::server_and_load_cpus().1;
-    let report = memcached_report(exe, &flags, load_cpu, interrupted, args.duration)?;
+    let report = memcached_report(exe, &load, load_cpu, interrupted)?;
     let cpu_s = weft_bench::echo::cpu::process_cpu_seconds(pid)? - before;
-    // The server also answered the preload and the warm-up second.
-    let served = report.actual_qps * (report.duration_s + 1.0) + args.keys as f64;
+    let served = load.served(&report);
     Ok((report, cpu_s * 1e6 / served.max(1.0)))
 }

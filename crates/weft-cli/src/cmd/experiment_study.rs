@@ -17,6 +17,7 @@ use std::sync::atomic::Ordering;
 use anyhow::Context;
 use serde::Serialize;
 use weft_bench::study::{self, Outcome, Params, Runtime, Study};
+use weft_load::experiment::output::median_min_max;
 use weft_load::experiment::plot::{self, Axes, Panel, Series};
 
 /// Processor counts swept.
@@ -147,18 +148,6 @@ fn write_results(out: &Path, measured: &[Measured]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// (median, min, max) of `values` (not empty).
-fn spread(values: &mut [f64]) -> (f64, f64, f64) {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    let median = if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    };
-    (median, values[0], values[n - 1])
-}
-
 /// benchmark → series → processors → values of `metric`.
 type Grouped = BTreeMap<String, BTreeMap<String, BTreeMap<usize, Vec<f64>>>>;
 
@@ -206,7 +195,7 @@ fn summary(measured: &[Measured]) -> String {
                 let top = series
                     .values()
                     .filter_map(|by_p| by_p.get(&p))
-                    .map(|v| spread(&mut v.clone()).0)
+                    .map(|v| median_min_max(&mut v.clone()).0)
                     .fold(0.0, f64::max);
                 (p, top)
             })
@@ -218,10 +207,10 @@ fn summary(measured: &[Measured]) -> String {
                     row.push_str(" – | – |");
                     continue;
                 };
-                let (t, _, _) = spread(&mut values.clone());
+                let (t, _, _) = median_min_max(&mut values.clone());
                 let lat = p99[bench][name]
                     .get(&p)
-                    .map_or(f64::NAN, |v| spread(&mut v.clone()).0);
+                    .map_or(f64::NAN, |v| median_min_max(&mut v.clone()).0);
                 let t = if t == best[&p] {
                     format!("**{t:.0}**")
                 } else {
@@ -253,7 +242,7 @@ fn draw_plots(out: &Path, measured: &[Measured]) -> anyhow::Result<()> {
                     points: by_p
                         .into_iter()
                         .map(|(p, mut v)| {
-                            let (med, min, max) = spread(&mut v);
+                            let (med, min, max) = median_min_max(&mut v);
                             (p as f64, med, min, max)
                         })
                         .collect(),
@@ -283,12 +272,6 @@ fn draw_plots(out: &Path, measured: &[Measured]) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn spread_is_median_min_max() {
-        assert_eq!(spread(&mut [3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
-        assert_eq!(spread(&mut [4.0, 1.0]), (2.5, 1.0, 4.0));
-    }
 
     #[test]
     fn tokio_only_where_the_benchmark_has_it() {

@@ -31,8 +31,7 @@ pub struct LoadBenchArgs {
 }
 
 fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    weft_load::experiment::output::median_min_max(v).0
 }
 
 /// Runs the comparisons and prints them.
@@ -273,42 +272,65 @@ fn weft_memcached(
     cpu: Option<usize>,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<weft_load::memcached::Report> {
-    memcached_report(
-        exe,
-        &[
-            "--server".into(),
-            format!("127.0.0.1:{port}"),
-            "--connections".into(),
-            args.connections.to_string(),
-            "--qps".into(),
-            qps.to_string(),
-            "--update-ratio".into(),
-            "0.1".into(),
-            "--value-size".into(),
-            "fixed:200".into(),
-            "--duration".into(),
-            args.duration.ceil().to_string(),
-            "--warmup".into(),
-            "0.5".into(),
-        ],
-        cpu,
-        interrupted,
-        args.duration,
-    )
+    let load = MemcachedLoad {
+        port,
+        connections: args.connections,
+        qps,
+        depth: 1,
+        update_ratio: 0.1,
+        value_size: "fixed:200",
+        keys: 10_000,
+        duration_s: args.duration.ceil(),
+        warmup_s: 0.5,
+    };
+    memcached_report(exe, &load, cpu, interrupted)
 }
 
-/// Runs `exe load memcached FLAGS --json` pinned to `cpu` and parses its report.
+/// One `weft load memcached` run against 127.0.0.1:`port`.
+pub(super) struct MemcachedLoad<'a> {
+    pub port: u16,
+    pub connections: usize,
+    /// 0 = closed loop.
+    pub qps: f64,
+    pub depth: usize,
+    pub update_ratio: f64,
+    pub value_size: &'a str,
+    /// Distinct keys, all preloaded (the server answers them too).
+    pub keys: u64,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+}
+
+impl MemcachedLoad<'_> {
+    /// Replies the server sent in the run: preload, warm-up and measured window.
+    pub fn served(&self, report: &weft_load::memcached::Report) -> f64 {
+        report.actual_qps * (report.duration_s + self.warmup_s) + self.keys as f64
+    }
+}
+
+/// Runs `exe load memcached ... --json` pinned to `cpu` and parses its report.
 pub(super) fn memcached_report(
     exe: &Path,
-    flags: &[String],
+    load: &MemcachedLoad<'_>,
     cpu: Option<usize>,
     interrupted: &AtomicBool,
-    duration_s: f64,
 ) -> anyhow::Result<weft_load::memcached::Report> {
     let mut args: Vec<String> = vec!["load".into(), "memcached".into()];
-    args.extend_from_slice(flags);
+    for (flag, value) in [
+        ("--server", format!("127.0.0.1:{}", load.port)),
+        ("--connections", load.connections.to_string()),
+        ("--qps", load.qps.to_string()),
+        ("--depth", load.depth.to_string()),
+        ("--update-ratio", load.update_ratio.to_string()),
+        ("--value-size", load.value_size.to_string()),
+        ("--keys", load.keys.to_string()),
+        ("--duration", load.duration_s.to_string()),
+        ("--warmup", load.warmup_s.to_string()),
+    ] {
+        args.extend([flag.to_string(), value]);
+    }
     args.push("--json".into());
-    let limit = Duration::from_secs_f64(duration_s + 60.0);
+    let limit = Duration::from_secs_f64(load.duration_s + load.warmup_s + 60.0);
     let out = process::run_to_end(exe, &args, cpu, interrupted, limit)?;
     serde_json::from_str(out.trim()).context("parsing the load generator's report")
 }

@@ -61,7 +61,8 @@ fn group(points: &[Point]) -> BTreeMap<String, Grouped<'_>> {
     by
 }
 
-fn stats(values: &mut [f64]) -> (f64, f64, f64) {
+/// (median, min, max) of `values` (not empty); sorts them.
+pub fn median_min_max(values: &mut [f64]) -> (f64, f64, f64) {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     let median = if n % 2 == 1 {
@@ -79,7 +80,7 @@ fn panels(grouped: &Grouped<'_>, f: impl Fn(&Point) -> f64) -> Vec<Panel> {
             .values()
             .map(|runs| {
                 let mut v: Vec<f64> = runs.iter().map(|p| f(p)).collect();
-                let (med, lo, hi) = stats(&mut v);
+                let (med, lo, hi) = median_min_max(&mut v);
                 (runs[0].target, med, lo, hi)
             })
             .collect();
@@ -194,7 +195,7 @@ pub fn summary(points: &[Point]) -> String {
             for runs in targets.values() {
                 let med = |f: &dyn Fn(&Point) -> f64| {
                     let mut v: Vec<f64> = runs.iter().map(|p| f(p)).collect();
-                    stats(&mut v).0
+                    median_min_max(&mut v).0
                 };
                 let saturated = if runs.iter().any(|p| p.generator_saturated) {
                     " (gen. saturated)"
@@ -220,6 +221,12 @@ pub fn summary(points: &[Point]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn median_min_max_of_odd_and_even_counts() {
+        assert_eq!(median_min_max(&mut [3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
+        assert_eq!(median_min_max(&mut [4.0, 1.0]), (2.5, 1.0, 4.0));
+    }
 
     fn point(server: &str, target: f64, run: usize, actual: f64) -> Point {
         Point {
