@@ -4,7 +4,7 @@
 //!
 //! - [`packet`]: one spawner (or several) copies pre-made 2–3 KiB packets and spawns a handler
 //!   per packet that scans it for newlines; throughput and spawn → completion latency;
-//! - [`packet_cache`]: the same, but the handler walks a 4 KiB buffer in a stride the
+//! - [`packet_cache`]: the same, but the handler walks a 16 KiB buffer in a stride the
 //!   prefetcher cannot follow, so whether the buffer is still in cache decides the cost (the
 //!   study's §7.1.2, where LIFO wins);
 //! - [`packet_staged`]: parse → process → sink as three clusters joined by bounded channels
@@ -69,7 +69,7 @@ impl Study {
     pub fn summary(self) -> &'static str {
         match self {
             Study::Packet => "spawn a newline-scanning handler per 2-3 KiB packet copy",
-            Study::PacketCache => "packet with a prefetcher-hostile walk over a 4 KiB buffer",
+            Study::PacketCache => "packet with a prefetcher-hostile walk over a 16 KiB buffer",
             Study::PacketStaged => "parse -> process -> sink: a cluster per stage vs one cluster",
             Study::Audio => "conference mixing: paced frames, decode/mix/encode fibers",
             Study::Options => "binomial-tree option pricing with fork-join sub-tasks",

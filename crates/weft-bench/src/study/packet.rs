@@ -35,7 +35,7 @@ pub const MAX_IN_FLIGHT: usize = 1024;
 pub enum Handler {
     /// Count newlines front to back (the prefetcher's favourite).
     Scan,
-    /// Walk a 4 KiB buffer by a large prime stride (see `packet_cache`).
+    /// Walk a 16 KiB buffer by a large prime stride (see `packet_cache`).
     Strided,
 }
 

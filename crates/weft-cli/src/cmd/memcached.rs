@@ -80,7 +80,7 @@ pub struct MemcachedArgs {
     #[arg(short = 'o', long = "extended", value_delimiter = ',')]
     extended: Vec<String>,
 
-    /// weft scheduling policy (work-stealing, relaxed-fifo, lifo-stealing, global-fifo).
+    /// weft scheduling policy (`weft bench sched --list-schedulers` lists them all).
     #[arg(long, default_value = "work-stealing")]
     scheduler: String,
 
