@@ -33,6 +33,9 @@ pub struct Settings {
     pub write_stall_timeout_ms: u64,
     /// How often the sweeper reclaims expired items.
     pub sweep_interval_ms: u64,
+    /// Hold `-m` against the allocator's heap too (see `store::heap`). It samples the whole
+    /// process, so turn it off when several servers share one process (tests).
+    pub watch_heap: bool,
 }
 
 impl Default for Settings {
@@ -52,6 +55,7 @@ impl Default for Settings {
             io: None,
             write_stall_timeout_ms: 30_000,
             sweep_interval_ms: 1000,
+            watch_heap: true,
         }
     }
 }

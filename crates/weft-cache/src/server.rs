@@ -1,7 +1,8 @@
 //! Listeners, the connection limit, the sweeper, and shutdown.
 //!
 //! One accept fiber per listener; one fiber per connection ([`crate::session::serve`]); one
-//! sweeper fiber that reclaims expired items. Over `-c` connections a new client gets
+//! sweeper fiber that reclaims expired items; one heap-watch fiber that keeps the allocator's
+//! heap within `-m` ([`crate::store::heap`]; off when `Settings::watch_heap` is false). Over `-c` connections a new client gets
 //! memcached's `ERROR Too many open connections` and is closed. [`Server::shutdown`] stops
 //! accepting, shuts the read side of every connection (each finishes the requests it has and
 //! writes their replies), waits up to a grace period, and stops the cluster.
@@ -24,6 +25,7 @@ use crate::config::Settings;
 use crate::exec::{ConnInfo, Context};
 use crate::session;
 use crate::stats::bump;
+use crate::store::heap;
 
 /// The reply to a client over the connection limit (memcached's words).
 const TOO_MANY_CONNECTIONS: &[u8] = b"ERROR Too many open connections\r\n";
@@ -134,6 +136,10 @@ impl Server {
         }
         let c = ctx.clone();
         fibers.push(spawn_on(&cluster, "sweeper", move || sweeper(c))?);
+        if ctx.settings.watch_heap {
+            let c = ctx.clone();
+            fibers.push(spawn_on(&cluster, "heap-watch", move || heap_watch(c))?);
+        }
         Ok(Server {
             ctx,
             cluster,
@@ -316,5 +322,15 @@ fn sweeper(ctx: Arc<Context>) {
     while weft::sleep(interval).is_ok() {
         let now = ctx.store.clock.now();
         ctx.store.sweep(SWEEP_BUDGET, now);
+    }
+}
+
+fn heap_watch(ctx: Arc<Context>) {
+    let interval = Duration::from_millis(heap::WATCH_INTERVAL_MS);
+    while weft::sleep(interval).is_ok() {
+        match heap::sample() {
+            Some(sample) => ctx.store.watch_heap(sample),
+            None => return,
+        }
     }
 }

@@ -3,6 +3,9 @@
 //! expiry and `flush_all` rules checked lazily on access and by [`Store::sweep`], and CAS
 //! values from one global counter.
 //!
+//! Items are linked against a budget (≤ the limit) that [`heap`] lowers while the allocator's
+//! heap outgrows the limit through fragmentation, so `-m` bounds the real footprint.
+//!
 //! Lock order: at most one shard lock is held at a time. Eviction that must take memory from
 //! other shards runs after the caller's shard lock is released ([`Store::evict_elsewhere`]),
 //! locking the other shards one at a time. The counters (`used_bytes`, CAS, flush settings,
@@ -10,6 +13,7 @@
 
 pub mod clock;
 pub mod entry;
+pub mod heap;
 mod shard;
 
 use std::hash::BuildHasher;
@@ -52,6 +56,10 @@ pub struct Store {
     pub stats: Stats,
     config: StoreConfig,
     limit_bytes: AtomicUsize,
+    /// What items may be charged, `limit / 2 ..= limit` (see [`heap`]).
+    budget_bytes: AtomicUsize,
+    /// Heap size at the last [`Store::watch_heap`] (0 before the first).
+    last_heap_bytes: AtomicUsize,
     used_bytes: AtomicUsize,
     last_cas: AtomicU64,
     /// memcached `settings.oldest_live` (0 = no flush pending).
@@ -93,6 +101,8 @@ impl Store {
             clock: Clock::new(),
             stats: Stats::default(),
             limit_bytes: AtomicUsize::new(config.memory_limit_bytes),
+            budget_bytes: AtomicUsize::new(config.memory_limit_bytes),
+            last_heap_bytes: AtomicUsize::new(0),
             config,
             used_bytes: AtomicUsize::new(0),
             last_cas: AtomicU64::new(0),
@@ -143,9 +153,36 @@ impl Store {
         self.limit_bytes.load(Ordering::Relaxed)
     }
 
+    /// What items may be charged now (the limit, lowered while the heap is fragmented).
+    pub fn budget_bytes(&self) -> usize {
+        self.budget_bytes.load(Ordering::Relaxed)
+    }
+
     /// `cache_memlimit`.
     pub fn set_limit_bytes(&self, bytes: usize) {
         self.limit_bytes.store(bytes, Ordering::Relaxed);
+        self.budget_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// One step of the heap watch (the server calls it every [`heap::WATCH_INTERVAL_MS`]):
+    /// moves the budget by [`heap::next_budget`] and evicts down to it. The sample describes
+    /// the whole process's heap, so only a process with one store should call this.
+    pub fn watch_heap(&self, sample: heap::HeapSample) {
+        let previous = self
+            .last_heap_bytes
+            .swap(sample.heap_bytes, Ordering::Relaxed);
+        if previous == 0 {
+            return;
+        }
+        let budget = heap::next_budget(
+            self.budget_bytes(),
+            self.limit_bytes(),
+            self.used_bytes(),
+            sample,
+            previous,
+        );
+        self.budget_bytes.store(budget, Ordering::Relaxed);
+        self.evict_elsewhere();
     }
 
     /// Items currently stored (including expired ones not yet reclaimed, like memcached).
@@ -191,11 +228,11 @@ impl Store {
     pub fn evict_elsewhere(&self) {
         let start = self.evict_cursor.fetch_add(1, Ordering::Relaxed);
         for k in 0..SHARDS {
-            if self.used_bytes() <= self.limit_bytes() {
+            if self.used_bytes() <= self.budget_bytes() {
                 return;
             }
             let mut shard = self.lock_shard((start + k) % SHARDS);
-            while self.used_bytes() > self.limit_bytes() {
+            while self.used_bytes() > self.budget_bytes() {
                 let Some(tail) = shard.tail() else { break };
                 self.evict(&mut shard, tail);
             }
@@ -315,11 +352,12 @@ impl<'s> Locked<'s> {
         if charge > limit {
             return Err(OutOfMemory);
         }
-        while store.used_bytes() + charge > limit {
+        let budget = store.budget_bytes();
+        while store.used_bytes() + charge > budget {
             match self.sh().tail() {
                 Some(t) if Some(t) != keep => store.evict(self.sh_mut(), t),
                 _ => {
-                    self.shortfall = store.used_bytes() + charge - limit;
+                    self.shortfall = store.used_bytes() + charge - budget;
                     break;
                 }
             }
