@@ -40,6 +40,8 @@ enum BenchCommand {
     Study(super::study::StudyArgs),
     /// weft memcached vs memcached (-t 1 each, pinned): peak, p99 at 80% load, CPU/request.
     Memcached(super::bench_memcached::MemcachedBenchArgs),
+    /// Does -m hold? weft memcached vs memcached RSS under a write-heavy random-size load.
+    Memory(super::bench_memory::MemoryBenchArgs),
 }
 
 /// Which benchmark `weft bench sched` runs.
@@ -242,6 +244,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Load(args) => super::load_bench::run(&args),
         BenchCommand::Study(args) => super::study::run(&args),
         BenchCommand::Memcached(args) => super::bench_memcached::run(&args),
+        BenchCommand::Memory(args) => super::bench_memory::run(&args),
     }
 }
 

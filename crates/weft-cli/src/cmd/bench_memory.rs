@@ -1,0 +1,318 @@
+//! `weft bench memory`: does `-m` hold? `weft memcached -m M -t 1` and the real
+//! `memcached -m M -t 1`, one after the other, each pinned to CPU 0 and driven from CPU 1 by
+//! a write-heavy `weft load memcached` of random value sizes (by default 90% sets of
+//! 100–50,000 bytes over 200,000 keys, closed loop: far more data than fits). The server's
+//! VmRSS is sampled from /proc/PID/status every `--interval-ms`; printed per server: RSS
+//! idle (the fixed overhead: binary, stacks, rings, empty tables), peak and final RSS, the
+//! peak's growth over idle as a multiple of `-m`, and items held at the end.
+//!
+//! The issue's target: weft's peak RSS ≤ 1.15 × m + its idle RSS.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use weft_load::experiment::process::{self, Running};
+
+use super::load_bench::{memcached_report, MemcachedLoad};
+
+/// The issue's bound on RSS growth per byte of `-m`.
+const TARGET_RATIO: f64 = 1.15;
+const MIB: f64 = 1024.0 * 1024.0;
+
+#[derive(Debug, Args)]
+pub struct MemoryBenchArgs {
+    /// `-m` for both servers, in megabytes.
+    #[arg(long, default_value_t = 64)]
+    memory_mb: u32,
+    /// Seconds of measured load (after preloading every key and a 1 s warm-up).
+    #[arg(long, default_value_t = 20.0)]
+    duration: f64,
+    /// Distinct keys.
+    #[arg(long, default_value_t = 200_000)]
+    keys: u64,
+    /// Value sizes of the sets (as `weft load memcached --value-size`).
+    #[arg(long, default_value = "uniform:100:50000")]
+    value_size: String,
+    /// Share of sets.
+    #[arg(long, default_value_t = 0.9)]
+    update_ratio: f64,
+    /// Client connections.
+    #[arg(long, default_value_t = 8)]
+    connections: usize,
+    /// How often VmRSS is sampled, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    interval_ms: u64,
+    /// The peer [default: memcached on PATH; skipped with a note when there is none].
+    #[arg(long)]
+    memcached: Option<PathBuf>,
+}
+
+/// What one server's run showed.
+#[derive(Debug)]
+struct Figures {
+    idle_kib: u64,
+    peak_kib: u64,
+    final_kib: u64,
+    items: u64,
+    evictions: u64,
+    qps: f64,
+}
+
+impl Figures {
+    /// Peak growth over idle, per byte of `-m`.
+    fn ratio(&self, memory_mb: u32) -> f64 {
+        (self.peak_kib.saturating_sub(self.idle_kib)) as f64 * 1024.0 / (f64::from(memory_mb) * MIB)
+    }
+}
+
+pub fn run(args: &MemoryBenchArgs) -> anyhow::Result<()> {
+    if args.duration <= 0.0 || args.connections == 0 || args.interval_ms == 0 {
+        bail!("--duration, --connections and --interval-ms must be > 0");
+    }
+    if args.memory_mb == 0 {
+        bail!("--memory-mb must be at least 1");
+    }
+    let exe = std::env::current_exe().context("finding the weft executable")?;
+    let memcached = args
+        .memcached
+        .clone()
+        .or_else(|| process::find_program("memcached"));
+    let work = std::env::temp_dir().join(format!("weft-bench-memory-{}", std::process::id()));
+    std::fs::create_dir_all(&work)?;
+    let interrupted = weft_load::experiment::interrupt_flag()?;
+    let result = compare(args, &exe, memcached.as_deref(), &work, &interrupted);
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
+
+fn compare(
+    args: &MemoryBenchArgs,
+    exe: &Path,
+    memcached: Option<&Path>,
+    work: &Path,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<()> {
+    println!(
+        "RSS under a write-heavy load: -m {} -t 1, pinned to CPU 0, load from CPU 1: {} \
+         connections, {:.0}% sets of {}, {} keys, {} s closed loop, VmRSS every {} ms",
+        args.memory_mb,
+        args.connections,
+        args.update_ratio * 100.0,
+        args.value_size,
+        args.keys,
+        args.duration,
+        args.interval_ms
+    );
+    let weft = measure(
+        args,
+        exe,
+        "weft",
+        exe,
+        &["memcached".into()],
+        work,
+        interrupted,
+    )?;
+    let peer = match memcached {
+        Some(mc) => Some(measure(args, exe, "memcached", mc, &[], work, interrupted)?),
+        None => {
+            println!("note: memcached is not installed (apt-get install memcached): weft only");
+            None
+        }
+    };
+    println!(
+        "{:<10} {:>9} {:>9} {:>9} {:>14} {:>9} {:>10} {:>9}",
+        "server",
+        "idle MiB",
+        "peak MiB",
+        "final MiB",
+        "(peak-idle)/m",
+        "items",
+        "evictions",
+        "req/s"
+    );
+    for (name, f) in [("weft", Some(&weft)), ("memcached", peer.as_ref())] {
+        let Some(f) = f else { continue };
+        println!(
+            "{name:<10} {:>9.1} {:>9.1} {:>9.1} {:>14.3} {:>9} {:>10} {:>9.0}",
+            f.idle_kib as f64 / 1024.0,
+            f.peak_kib as f64 / 1024.0,
+            f.final_kib as f64 / 1024.0,
+            f.ratio(args.memory_mb),
+            f.items,
+            f.evictions,
+            f.qps
+        );
+    }
+    if let Some(p) = &peer {
+        println!(
+            "weft/memcached: peak RSS {:.2}x, items held {:.2}x",
+            weft.peak_kib as f64 / p.peak_kib as f64,
+            weft.items as f64 / p.items.max(1) as f64
+        );
+    }
+    let bound_kib = TARGET_RATIO * f64::from(args.memory_mb) * 1024.0 + weft.idle_kib as f64;
+    println!(
+        "target: weft peak RSS <= {TARGET_RATIO} x m + idle = {:.1} MiB: {} ({:.1} MiB)",
+        bound_kib / 1024.0,
+        if (weft.peak_kib as f64) <= bound_kib {
+            "met"
+        } else {
+            "NOT met"
+        },
+        weft.peak_kib as f64 / 1024.0
+    );
+    Ok(())
+}
+
+/// Starts one server, samples its RSS through a full load run (`exe load memcached`), and
+/// stops it.
+fn measure(
+    args: &MemoryBenchArgs,
+    exe: &Path,
+    name: &str,
+    program: &Path,
+    prefix: &[String],
+    work: &Path,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<Figures> {
+    let port = process::free_port()?;
+    let mut server_args = prefix.to_vec();
+    server_args.extend(process::memcached_flags(
+        &port.to_string(),
+        args.memory_mb,
+        1024,
+    ));
+    let (server_cpu, load_cpu) = process::server_and_load_cpus();
+    let mut server = Running::start(
+        name,
+        program,
+        &server_args,
+        server_cpu,
+        work.join(format!("{name}.log")),
+    )?;
+    server.wait_for_port(([127, 0, 0, 1], port).into(), Duration::from_secs(10))?;
+    let pid = server.pid();
+    std::thread::sleep(Duration::from_millis(300));
+    let idle_kib = rss_kib(pid)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let stop = stop.clone();
+        let interval = Duration::from_millis(args.interval_ms);
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !stop.load(Ordering::Relaxed) {
+                match rss_kib(pid) {
+                    Ok(kib) => peak = peak.max(kib),
+                    Err(_) => break,
+                }
+                std::thread::sleep(interval);
+            }
+            peak
+        })
+    };
+    let load = MemcachedLoad {
+        port,
+        connections: args.connections,
+        qps: 0.0,
+        depth: 1,
+        update_ratio: args.update_ratio,
+        value_size: &args.value_size,
+        keys: args.keys,
+        duration_s: args.duration,
+        warmup_s: 1.0,
+    };
+    let report = memcached_report(exe, &load, load_cpu, interrupted);
+    stop.store(true, Ordering::Relaxed);
+    let sampled_peak = sampler.join().unwrap_or(0);
+    let report = report?;
+    let final_kib = rss_kib(pid)?;
+    let stats = server_stats(port)?;
+    let stat = |k: &str| stats.iter().find(|(n, _)| n == k).map_or(0, |(_, v)| *v);
+    // VmHWM is the kernel's own high-water mark: it catches a peak between two samples.
+    let peak_kib = sampled_peak.max(final_kib).max(hwm_kib(pid).unwrap_or(0));
+    server.stop();
+    Ok(Figures {
+        idle_kib,
+        peak_kib,
+        final_kib,
+        items: stat("curr_items"),
+        evictions: stat("evictions"),
+        qps: report.actual_qps,
+    })
+}
+
+fn status_field_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    parse_status_kib(&text, field).with_context(|| format!("no {field} in /proc/{pid}/status"))
+}
+
+fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    status_field_kib(pid, "VmRSS")
+}
+
+fn hwm_kib(pid: u32) -> anyhow::Result<u64> {
+    status_field_kib(pid, "VmHWM")
+}
+
+/// `field:   1234 kB` from the text of /proc/PID/status.
+fn parse_status_kib(text: &str, field: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// The numeric lines of `stats`.
+fn server_stats(port: u16) -> anyhow::Result<Vec<(String, u64)>> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).context("connecting for stats")?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(b"stats\r\n")?;
+    let mut out = Vec::new();
+    for line in BufReader::new(s).lines() {
+        let line = line?;
+        if line == "END" {
+            break;
+        }
+        let mut parts = line.split(' ');
+        if let (Some("STAT"), Some(name), Some(value)) = (parts.next(), parts.next(), parts.next())
+        {
+            if let Ok(v) = value.parse() {
+                out.push((name.to_owned(), v));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_fields() {
+        let text = "Name:\tweft\nVmHWM:\t   82720 kB\nVmRSS:\t    5104 kB\n";
+        assert_eq!(parse_status_kib(text, "VmRSS"), Some(5104));
+        assert_eq!(parse_status_kib(text, "VmHWM"), Some(82720));
+        assert_eq!(parse_status_kib(text, "VmSwap"), None);
+    }
+
+    #[test]
+    fn ratio_is_growth_over_idle_per_megabyte_of_m() {
+        let f = Figures {
+            idle_kib: 5 * 1024,
+            peak_kib: 5 * 1024 + 64 * 1024,
+            final_kib: 0,
+            items: 0,
+            evictions: 0,
+            qps: 0.0,
+        };
+        assert!((f.ratio(64) - 1.0).abs() < 1e-9);
+    }
+}
