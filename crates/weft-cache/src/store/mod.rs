@@ -86,6 +86,8 @@ pub struct Locked<'s> {
     /// Always `Some` until drop (taken there so the lock is released before evicting elsewhere).
     shard: Option<MutexGuard<'s, Shard>>,
     store: &'s Store,
+    /// Index of the locked shard.
+    index: usize,
     pub now: u32,
     /// Bytes this operation still needs freed elsewhere (its shard ran out of items).
     shortfall: usize,
@@ -132,9 +134,11 @@ impl Store {
 
     /// Locks the shard of `hash`.
     pub fn lock(&self, hash: u64, now: u32) -> Locked<'_> {
+        let index = Self::shard_of(hash);
         Locked {
-            shard: Some(self.lock_shard(Self::shard_of(hash))),
+            shard: Some(self.lock_shard(index)),
             store: self,
+            index,
             now,
             shortfall: 0,
         }
@@ -223,15 +227,25 @@ impl Store {
         self.is_flushed(e, now) || (e.exptime != 0 && e.exptime <= now)
     }
 
-    /// Frees memory from shards other than the one an operation just used, until the byte
-    /// count is back under the limit or nothing is left to evict. Call with no shard locked.
+    /// Frees memory, shard after shard, until the byte count is back under the budget or
+    /// nothing is left to evict. Call with no shard locked.
     pub fn evict_elsewhere(&self) {
+        self.evict_from_others(None);
+    }
+
+    /// [`Store::evict_elsewhere`] sparing shard `except` (the one an operation just linked
+    /// into: it had nothing else to give, so its tail is the new item itself).
+    fn evict_from_others(&self, except: Option<usize>) {
         let start = self.evict_cursor.fetch_add(1, Ordering::Relaxed);
         for k in 0..SHARDS {
             if self.used_bytes() <= self.budget_bytes() {
                 return;
             }
-            let mut shard = self.lock_shard((start + k) % SHARDS);
+            let i = (start + k) % SHARDS;
+            if Some(i) == except {
+                continue;
+            }
+            let mut shard = self.lock_shard(i);
             while self.used_bytes() > self.budget_bytes() {
                 let Some(tail) = shard.tail() else { break };
                 self.evict(&mut shard, tail);
@@ -442,7 +456,7 @@ impl Drop for Locked<'_> {
         // Release this shard before touching any other: one shard lock at a time.
         drop(self.shard.take());
         if self.shortfall > 0 {
-            self.store.evict_elsewhere();
+            self.store.evict_from_others(Some(self.index));
         }
     }
 }
