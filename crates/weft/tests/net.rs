@@ -415,8 +415,19 @@ fn cancelling_a_fiber_blocked_in_read_leaves_its_buffer_alone() {
                 spinners.push(c.spawn(move || {
                     let t = Instant::now();
                     if (std::thread::current().id() == reader_thread) == on_reader_thread {
+                        let base = weft::io::forwarded_cancels();
                         flag.store(true, Ordering::SeqCst);
-                        while t.elapsed() < Duration::from_millis(30) {
+                        // On the reader's processor, hold it until the reader (resumed
+                        // elsewhere) has forwarded its cancel here, however slowly the
+                        // machine gets there; elsewhere, just long enough to be in the way.
+                        let hold = if on_reader_thread {
+                            Duration::from_secs(5)
+                        } else {
+                            Duration::from_millis(30)
+                        };
+                        while t.elapsed() < hold
+                            && !(on_reader_thread && weft::io::forwarded_cancels() > base)
+                        {
                             std::hint::spin_loop();
                         }
                     } else {
