@@ -71,6 +71,10 @@ impl Server {
     /// and starts accepting.
     pub fn start(settings: Settings) -> io::Result<Server> {
         raise_nofile_limit();
+        if settings.watch_heap {
+            // Before the cluster's threads exist: they must not get arenas of their own.
+            heap::use_one_arena();
+        }
         let mut builder = Cluster::builder()
             .name("memcached")
             .processors(settings.processors)

@@ -12,6 +12,11 @@
 //! A lower budget leaves more holes free, so new values find one and the heap stops growing.
 //! memcached gets the same bound from its slab pages (a value's class waste is inside `-m`).
 //!
+//! With several processors glibc gives each thread its own arena, and a hole in one arena
+//! cannot take a value allocated by another thread: measured at `-t 2`, the heap reached
+//! 94 MB for `-m 64` (75.6 MB with one arena). [`use_one_arena`] (called by the server before
+//! its threads start, when the heap watch is on) makes every thread share one arena.
+//!
 //! Invariants: `limit / 2 ≤ budget ≤ limit`; the budget only moves when the heap watch runs
 //! (every [`WATCH_INTERVAL_MS`]); without glibc's `mallinfo2` (another allocator or libc)
 //! the budget stays at the limit.
@@ -49,6 +54,17 @@ pub fn sample() -> Option<HeapSample> {
     None
 }
 
+/// Makes all threads of the process allocate from one glibc arena (`M_ARENA_MAX = 1`), so
+/// the holes items leave are reusable by every thread. Process-wide; affects arenas created
+/// afterwards, so call it before starting threads. Does nothing on other platforms.
+pub fn use_one_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes an allocator parameter; M_ARENA_MAX takes any count.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
 /// The next budget, from the current one, the limit, the charged item bytes, this sample and
 /// the heap size at the previous sample.
 pub fn next_budget(
@@ -62,8 +78,9 @@ pub fn next_budget(
     let floor = limit / 2;
     let next = if item_heap > limit {
         if now.heap_bytes > previous_heap_bytes {
-            // Over and still growing: leave more room in the holes.
-            budget.saturating_sub(limit / 64)
+            // Over and still growing: leave more room in the holes, at least as much as the
+            // heap just grew (a heap never shrinks back, so react in proportion).
+            budget.saturating_sub((now.heap_bytes - previous_heap_bytes).max(limit / 64))
         } else {
             budget
         }
@@ -90,9 +107,11 @@ mod tests {
     #[test]
     fn lowers_only_while_over_and_growing() {
         let limit = 64 * MB;
-        // Over the limit and the heap grew: one step down.
+        // Over the limit and the heap grew: down by the growth (at least limit/64).
         let b = next_budget(limit, limit, 60 * MB, heap(80 * MB, 12 * MB), 78 * MB);
-        assert_eq!(b, limit - MB);
+        assert_eq!(b, limit - 2 * MB);
+        let small = next_budget(limit, limit, 60 * MB, heap(80 * MB, 12 * MB), 80 * MB - 1);
+        assert_eq!(small, limit - MB);
         // Over but no longer growing: hold.
         assert_eq!(
             next_budget(b, limit, 60 * MB, heap(80 * MB, 12 * MB), 80 * MB),
