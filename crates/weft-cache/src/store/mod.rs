@@ -367,11 +367,16 @@ impl<'s> Locked<'s> {
             return Err(OutOfMemory);
         }
         let budget = store.budget_bytes();
-        while store.used_bytes() + charge > budget {
+        loop {
+            // One reading per step: other shards' operations change the count meanwhile.
+            let used = store.used_bytes();
+            if used + charge <= budget {
+                break;
+            }
             match self.sh().tail() {
                 Some(t) if Some(t) != keep => store.evict(self.sh_mut(), t),
                 _ => {
-                    self.shortfall = store.used_bytes() + charge - budget;
+                    self.shortfall = used + charge - budget;
                     break;
                 }
             }
