@@ -2,9 +2,10 @@
 //! replies in one [`Output`] and send them with one (vectored) write, then read again.
 //!
 //! Invariants and limits:
-//! - The input buffer starts at [`READ_BUFFER_MIN_BYTES`], doubles only when a read filled it
-//!   (or a storage command's data block needs room), and shrinks back when reads are small
-//!   again, so ten thousand idle connections cost little.
+//! - The input buffer starts at [`READ_BUFFER_MIN_BYTES`], doubles only when a read filled it,
+//!   grows at once to hold a storage command's whole data block once its line has arrived,
+//!   and shrinks back when reads are small again, so ten thousand idle connections cost
+//!   little.
 //! - Replies are written before more input is read; if they pile up past
 //!   [`OUTPUT_FLUSH_BYTES`] mid-batch they are written first. A client that does not read
 //!   therefore blocks only its own fiber, holds at most that much output, and is disconnected
@@ -15,7 +16,7 @@ use std::io::{self, Read, Write};
 
 use crate::exec::{execute, Context, Flow};
 use crate::output::Output;
-use crate::protocol::{parse, Parse};
+use crate::protocol::{incomplete_request_bytes, parse, Parse};
 use crate::stats::add;
 
 /// Initial (and idle) input buffer size.
@@ -106,12 +107,20 @@ fn flush(out: &mut Output, stream: &mut impl Write, ctx: &Context) -> io::Result
 /// Grows the buffer for a busy client, shrinks it back for a quiet one, and always keeps
 /// room for the partial request it holds.
 fn resize_input(buf: &mut Vec<u8>, len: usize, last_read_filled: bool) {
+    // A storage command waiting for its data block gets room for it at once (so a large
+    // value arrives in as few reads as the network allows), but never more than
+    // READ_BUFFER_MAX_BYTES ahead of the bytes that came: a header alone cannot make the
+    // server allocate a megabyte.
+    let pending_request = incomplete_request_bytes(&buf[..len])
+        .unwrap_or(0)
+        .min(len + READ_BUFFER_MAX_BYTES);
     let want = if last_read_filled {
         (buf.len() * 2).min(READ_BUFFER_MAX_BYTES)
     } else {
         READ_BUFFER_MIN_BYTES
     }
     .max(len.next_power_of_two())
+    .max(pending_request)
     .max(READ_BUFFER_MIN_BYTES);
     if want > buf.len() {
         buf.resize(want, 0);

@@ -207,6 +207,28 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parse<'a> {
     Parse::Ready { consumed, command }
 }
 
+/// How many bytes the request at the front of `buf` needs in all, when it is a storage
+/// command (classic or `ms`) whose line has arrived but whose data block has not: the caller
+/// can then make room for the whole block at once instead of growing read by read. `None`
+/// for anything else (it is only a sizing hint: [`parse`] decides what the request is).
+pub fn incomplete_request_bytes(buf: &[u8]) -> Option<usize> {
+    let nl = memchr(b'\n', buf)?;
+    let end = if nl > 0 && buf[nl - 1] == b'\r' {
+        nl - 1
+    } else {
+        nl
+    };
+    let tokens = Tokens::new(&buf[..end]);
+    let length_token = match tokens.get(0) {
+        b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" => 4,
+        b"ms" => 2,
+        _ => return None,
+    };
+    let block = usize::try_from(strtol32(tokens.get(length_token))?).ok()? + 2;
+    let total = nl + 1 + block;
+    (total > buf.len()).then_some(total)
+}
+
 fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
     haystack.iter().position(|&b| b == needle)
 }

@@ -105,3 +105,16 @@ fn nul_ends_the_line() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn incomplete_request_bytes_sizes_pending_blocks_only() {
+    use super::incomplete_request_bytes as need;
+    assert_eq!(need(b"set k 0 0 10\r\nabc"), Some(14 + 12));
+    assert_eq!(need(b"cas k 0 0 3 7\r\n"), Some(15 + 5));
+    assert_eq!(need(b"ms k 100 T0\r\nxy"), Some(13 + 102));
+    // Complete, not a storage command, no line yet, or a bad length: no hint.
+    assert_eq!(need(b"set k 0 0 1\r\nx\r\n"), None);
+    assert_eq!(need(b"get k\r\n"), None);
+    assert_eq!(need(b"set k 0 0 10"), None);
+    assert_eq!(need(b"set k 0 0 -1\r\n"), None);
+}
