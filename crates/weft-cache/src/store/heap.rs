@@ -8,7 +8,7 @@
 //!
 //! The store therefore links items against a *budget* (≤ the limit) that the heap watch
 //! lowers while the item heap (charged bytes plus the allocator's free holes) is over the
-//! limit *and* the heap is still growing, and raises back towards the limit when it is under.
+//! limit *and* the heap grows past its high-water mark, and raises back towards the limit when it is under.
 //! A lower budget leaves more holes free, so new values find one and the heap stops growing.
 //! memcached gets the same bound from its slab pages (a value's class waste is inside `-m`).
 //!
@@ -66,7 +66,7 @@ pub fn use_one_arena() {
 }
 
 /// The next budget, from the current one, the limit, the charged item bytes, this sample and
-/// the heap size at the previous sample.
+/// the largest heap size seen before it (the heap "grew" only when it passes that).
 pub fn next_budget(
     budget: usize,
     limit: usize,

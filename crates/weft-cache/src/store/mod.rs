@@ -58,8 +58,8 @@ pub struct Store {
     limit_bytes: AtomicUsize,
     /// What items may be charged, `limit / 2 ..= limit` (see [`heap`]).
     budget_bytes: AtomicUsize,
-    /// Heap size at the last [`Store::watch_heap`] (0 before the first).
-    last_heap_bytes: AtomicUsize,
+    /// Largest heap size any [`Store::watch_heap`] saw (0 before the first).
+    heap_high_bytes: AtomicUsize,
     used_bytes: AtomicUsize,
     last_cas: AtomicU64,
     /// memcached `settings.oldest_live` (0 = no flush pending).
@@ -104,7 +104,7 @@ impl Store {
             stats: Stats::default(),
             limit_bytes: AtomicUsize::new(config.memory_limit_bytes),
             budget_bytes: AtomicUsize::new(config.memory_limit_bytes),
-            last_heap_bytes: AtomicUsize::new(0),
+            heap_high_bytes: AtomicUsize::new(0),
             config,
             used_bytes: AtomicUsize::new(0),
             last_cas: AtomicU64::new(0),
@@ -172,9 +172,11 @@ impl Store {
     /// moves the budget by [`heap::next_budget`] and evicts down to it. The sample describes
     /// the whole process's heap, so only a process with one store should call this.
     pub fn watch_heap(&self, sample: heap::HeapSample) {
+        // Against the high-water mark, not the last sample: the allocator trims its heap
+        // top and grows it back all the time; only a new peak is new resident memory.
         let previous = self
-            .last_heap_bytes
-            .swap(sample.heap_bytes, Ordering::Relaxed);
+            .heap_high_bytes
+            .fetch_max(sample.heap_bytes, Ordering::Relaxed);
         if previous == 0 {
             return;
         }
