@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Runs the side-by-side comparisons of the issues' targets, one after the other, and keeps
+# what each printed under docs/bench/ (the tables in docs/BENCHMARKS.md quote these files):
+#   servers-memcached.txt  weft bench memcached (weft memcached vs memcached -t 1)
+#   servers-memory.txt     weft bench memory (RSS under -m 64)
+#   servers-http.txt       weft bench http (weft http vs nginx, one worker)
+#   servers-echo.jsonl     weft bench echo at 1,000 connections: uring, epoll, tokio, alternating
+#   servers-load.txt       weft bench load (the generators against wrk / memcaslap; their CPU)
+#   targets.jsonl          cycle, yield, churn at 2 processors: best policies and tokio, alternating
+# Every server is pinned to CPU 0 and every load generator to CPU 1 by the commands
+# themselves. Run it on a quiet machine; it takes about 25 minutes.
+#
+# Usage: benches/servers.sh [memcached|memory|http|echo|load|targets ...]   (default: all)
+set -euo pipefail
+
+cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
+cargo build --release -q -p weft-cli --bin weft
+WEFT=${CARGO_TARGET_DIR:-target}/release/weft
+OUT=docs/bench
+mkdir -p "$OUT"
+stamp() { echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), $*"; }
+
+run_memcached() {
+    { stamp "weft bench memcached --runs 3"; "$WEFT" bench memcached --runs 3; } |
+        tee "$OUT/servers-memcached.txt"
+}
+run_memory() {
+    { stamp "weft bench memory"; "$WEFT" bench memory; } | tee "$OUT/servers-memory.txt"
+}
+run_http() {
+    { stamp "weft bench http --repeat 3 --duration 5"; "$WEFT" bench http --repeat 3 --duration 5; } |
+        tee "$OUT/servers-http.txt"
+}
+run_echo() {
+    : >"$OUT/servers-echo.jsonl"
+    for _ in 1 2 3; do
+        for backend in uring epoll tokio; do
+            "$WEFT" bench echo --backend "$backend" --connections 1000 --message-size 64 \
+                --duration 5 --json | tee -a "$OUT/servers-echo.jsonl"
+        done
+    done
+}
+run_load() {
+    { stamp "weft bench load"; "$WEFT" bench load; } | tee "$OUT/servers-load.txt"
+}
+run_targets() {
+    : >"$OUT/targets.jsonl"
+    for _ in 1 2 3 4 5; do
+        for bench in cycle yield churn; do
+            for policy in lifo-stealing work-stealing ws-overflow-locked; do
+                "$WEFT" bench sched "$bench" --scheduler "$policy" --processors 2 --duration 2 \
+                    --json | tee -a "$OUT/targets.jsonl"
+            done
+            "$WEFT" bench sched "$bench" --runtime tokio --processors 2 --duration 2 --json |
+                tee -a "$OUT/targets.jsonl"
+        done
+    done
+}
+
+which=("$@")
+((${#which[@]})) || which=(memcached memory http echo load targets)
+for w in "${which[@]}"; do
+    case $w in
+    memcached | memory | http | echo | load | targets) "run_$w" ;;
+    *)
+        echo "unknown part '$w' (memcached memory http echo load targets)" >&2
+        exit 2
+        ;;
+    esac
+done
