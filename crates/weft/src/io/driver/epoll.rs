@@ -25,9 +25,9 @@
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::DriverShared;
 use crate::io::op::{Completion, Dir, ACK, DONE};
@@ -39,6 +39,9 @@ const EVENTS: usize = 256;
 /// Outside idle moments, look at the epoll only every this many scheduling rounds: it costs
 /// a syscall.
 const POLL_INTERVAL: u64 = 61;
+
+/// Whether `epoll_pwait2` is worth trying: cleared for good the first time it says `ENOSYS`.
+static PWAIT2: AtomicBool = AtomicBool::new(true);
 
 /// Numbers the epoll instances of the process, so a [`Registration`] can name them.
 static NEXT_EPOLL_ID: AtomicU64 = AtomicU64::new(0);
@@ -278,33 +281,66 @@ impl Epoll {
             // processor checks its queues anyway.
             return 0;
         }
-        self.wait(0)
+        self.wait_for(Some(Duration::ZERO))
     }
 
     pub(crate) fn park(&self, deadline: Option<Instant>) {
         self.take_cancels();
-        let timeout_ms = match deadline {
-            None => -1,
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                // Round up: waking before the deadline would only make us sleep again.
-                left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
-            }
-        };
-        self.wait(timeout_ms);
+        let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        self.wait_for(timeout);
     }
 
-    /// One `epoll_wait`; wakes the fibers whose descriptors are ready.
-    fn wait(&self, timeout_ms: i32) -> usize {
+    /// One wait for events, at most `timeout` long (`None`: until an event or the waker);
+    /// wakes the fibers whose descriptors are ready.
+    ///
+    /// Uses `epoll_pwait2` (Linux 5.11) for a nanosecond timeout: `epoll_wait` counts in whole
+    /// milliseconds, so a processor whose next timer is 50 µs away would sleep a full
+    /// millisecond (rounding down instead would spin). On older kernels (`ENOSYS`) it falls
+    /// back to `epoll_wait`, rounding up.
+    fn wait_for(&self, timeout: Option<Duration>) -> usize {
         let mut events = self.events.borrow_mut();
-        // SAFETY: `events` has room for `EVENTS` entries.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.epfd.as_raw_fd(),
-                events.as_mut_ptr(),
-                EVENTS as i32,
-                timeout_ms,
-            )
+        let n = if PWAIT2.load(Ordering::Relaxed) {
+            let spec = timeout.map(|t| libc::timespec {
+                tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+                tv_nsec: t.subsec_nanos() as libc::c_long,
+            });
+            let spec_ptr = spec
+                .as_ref()
+                .map_or(std::ptr::null(), |s| s as *const libc::timespec);
+            // SAFETY: `events` has room for `EVENTS` entries; `spec_ptr` is null or points to
+            // a timespec living until the call returns; a null sigmask leaves the mask alone.
+            let n = unsafe {
+                libc::syscall(
+                    libc::SYS_epoll_pwait2,
+                    self.epfd.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    EVENTS as libc::c_int,
+                    spec_ptr,
+                    std::ptr::null::<libc::sigset_t>(),
+                    0usize,
+                )
+            };
+            if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+                PWAIT2.store(false, Ordering::Relaxed);
+                drop(events);
+                return self.wait_for(timeout);
+            }
+            n as i32
+        } else {
+            let timeout_ms = match timeout {
+                None => -1,
+                // Round up: waking before the deadline would only make us sleep again.
+                Some(t) => t.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32,
+            };
+            // SAFETY: `events` has room for `EVENTS` entries.
+            unsafe {
+                libc::epoll_wait(
+                    self.epfd.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    EVENTS as i32,
+                    timeout_ms,
+                )
+            }
         };
         let mut woken = 0;
         for ev in events.iter().take(n.max(0) as usize) {
