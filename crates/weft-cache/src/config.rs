@@ -2,6 +2,12 @@
 
 use std::path::PathBuf;
 
+/// The scheduling policy the server uses unless told otherwise: `ws-grow` (work-stealing with
+/// local queues that grow instead of overflowing). Chosen by measurement, docs/SCHEDULERS.md
+/// "Server defaults": throughput equal to `work-stealing` or better, and a lower tail, both in
+/// the server benchmarks and in the study (where a bounded ring's overflow reorders tasks).
+pub const DEFAULT_SCHEDULER: &str = "ws-grow";
+
 /// How the server is run (what `weft memcached`'s flags set).
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -51,7 +57,7 @@ impl Default for Settings {
             verbosity: 0,
             unix_socket: None,
             unix_mask: 0o700,
-            scheduler: "work-stealing".to_owned(),
+            scheduler: DEFAULT_SCHEDULER.to_owned(),
             io: None,
             write_stall_timeout_ms: 30_000,
             sweep_interval_ms: 1000,
@@ -63,5 +69,18 @@ impl Default for Settings {
 impl Settings {
     pub fn memory_limit_bytes(&self) -> usize {
         self.memory_limit_mb * 1024 * 1024
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_scheduler_is_a_registered_policy() {
+        assert_eq!(Settings::default().scheduler, DEFAULT_SCHEDULER);
+        assert!(weft::sched::POLICIES
+            .iter()
+            .any(|p| p.name == DEFAULT_SCHEDULER));
     }
 }

@@ -13,7 +13,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Processors (OS threads) of the server's cluster.
     pub processors: usize,
-    /// Scheduling policy (`None`: the runtime's default).
+    /// Scheduling policy (`None`: the runtime's default, `WEFT_SCHEDULER`; [`Config::new`]
+    /// sets [`DEFAULT_SCHEDULER`]).
     pub scheduler: Option<String>,
     /// I/O backend (`None`: io_uring, epoll if refused).
     pub io: Option<weft::IoBackend>,
@@ -54,7 +55,7 @@ impl Config {
             root: root.into(),
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             processors: 1,
-            scheduler: None,
+            scheduler: Some(DEFAULT_SCHEDULER.to_owned()),
             io: None,
             max_connections: 16_384,
             access_log: None,
@@ -73,5 +74,28 @@ impl Config {
     }
 }
 
-/// Default for [`Config::memory_max_bytes`] (see docs/notes-http.md for the measurement).
+/// The scheduling policy the server uses unless told otherwise: `ws-grow` (work-stealing with
+/// local queues that grow instead of overflowing). Chosen by measurement, docs/SCHEDULERS.md
+/// "Server defaults": throughput equal to `work-stealing` or better, and a lower tail, both in
+/// the server benchmarks and in the study (where a bounded ring's overflow reorders tasks).
+pub const DEFAULT_SCHEDULER: &str = "ws-grow";
+
+/// Default for [`Config::memory_max_bytes`] (docs/BENCHMARKS.md, "HTTP server", has the
+/// measurement: small files served from memory with their head in one write).
 pub const DEFAULT_MEMORY_MAX_BYTES: u64 = 16 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_scheduler_is_a_registered_policy() {
+        assert_eq!(
+            Config::new(".").scheduler.as_deref(),
+            Some(DEFAULT_SCHEDULER)
+        );
+        assert!(weft::sched::POLICIES
+            .iter()
+            .any(|p| p.name == DEFAULT_SCHEDULER));
+    }
+}

@@ -36,5 +36,5 @@ mod root;
 mod server;
 mod target;
 
-pub use config::{Config, DEFAULT_MEMORY_MAX_BYTES};
+pub use config::{Config, DEFAULT_MEMORY_MAX_BYTES, DEFAULT_SCHEDULER};
 pub use server::{shutdown_on_signals, Server, ShutdownHandle};

@@ -33,9 +33,9 @@ pub struct HttpArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     processors: u16,
 
-    /// Scheduling policy of the server's cluster [default: the runtime's default].
-    #[arg(long, value_parser = parse_scheduler)]
-    scheduler: Option<String>,
+    /// Scheduling policy of the server's cluster (chosen by measurement: docs/SCHEDULERS.md).
+    #[arg(long, default_value = weft_http::DEFAULT_SCHEDULER, value_parser = parse_scheduler)]
+    scheduler: String,
 
     /// I/O backend [default: uring, epoll if unavailable].
     #[arg(long, value_enum)]
@@ -97,7 +97,7 @@ pub fn run(args: HttpArgs) -> anyhow::Result<()> {
     let mut config = weft_http::Config::new(root);
     config.listen = args.listen;
     config.processors = usize::from(args.processors);
-    config.scheduler = args.scheduler;
+    config.scheduler = Some(args.scheduler);
     config.io = args.io.map(|b| match b {
         IoArg::Uring => weft::IoBackend::Uring,
         IoArg::Epoll => weft::IoBackend::Epoll,

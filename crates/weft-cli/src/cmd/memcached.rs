@@ -81,7 +81,7 @@ pub struct MemcachedArgs {
     extended: Vec<String>,
 
     /// weft scheduling policy (`weft bench sched --list-schedulers` lists them all).
-    #[arg(long, default_value = "work-stealing")]
+    #[arg(long, default_value = weft_cache::config::DEFAULT_SCHEDULER)]
     scheduler: String,
 
     /// I/O backend: uring or epoll [default: uring, epoll when io_uring is unavailable].
