@@ -4,21 +4,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Kills the child by PID on drop (if it is still running).
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn weft() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-}
+mod common;
+use common::{wait_exit, weft, ChildGuard};
 
 /// A fresh directory under the system temp dir with one file.
 fn site(name: &str) -> PathBuf {
@@ -73,17 +62,6 @@ fn sigterm(child: &Child) {
         .status()
         .unwrap();
     assert!(status.success());
-}
-
-fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "did not exit within {within:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

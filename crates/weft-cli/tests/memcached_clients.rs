@@ -5,71 +5,14 @@
 //! A test that needs a missing program prints `SKIP: ...` and passes.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// Kills the child by PID on drop (if it is still running).
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn weft() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// `weft memcached` with `extra` flags, as memcached would be started (`-u root` when root).
-fn memcached_command(extra: &[&str]) -> Command {
-    let mut cmd = weft();
-    cmd.arg("memcached").args(extra);
-    if is_root() {
-        cmd.args(["-u", "root"]);
-    }
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    cmd
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Starts `weft memcached` on a free localhost port and waits until it accepts.
-fn start(extra: &[&str]) -> (ChildGuard, SocketAddr) {
-    let port = free_port().to_string();
-    let mut args = vec!["-p", &port, "-l", "127.0.0.1", "-U", "0", "-t", "2"];
-    args.extend_from_slice(extra);
-    let mut guard = ChildGuard(memcached_command(&args).spawn().unwrap());
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(addr).is_err() {
-        if let Some(status) = guard.0.try_wait().unwrap() {
-            let mut err = String::new();
-            let _ = guard.0.stderr.take().unwrap().read_to_string(&mut err);
-            panic!("weft memcached exited ({status}): {err}");
-        }
-        assert!(Instant::now() < deadline, "nothing listens on {addr}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (guard, addr)
-}
+mod common;
+use common::{is_root, memcached_command, start_memcached as start, wait_exit, weft, ChildGuard};
 
 fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -313,17 +256,6 @@ fn help_and_version() {
     }
     let (ok, text) = run_cli(&["-V"]);
     assert!(ok && text.contains("1.6.18"), "{text}");
-}
-
-fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "no exit within {within:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

@@ -9,23 +9,15 @@
 //! test opens as many as the limit allows and says how many.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 const TOO_MANY: &[u8] = b"ERROR Too many open connections\r\n";
 /// Descriptors the test process keeps for itself (stdio, the harness, the child's pipes).
 const SPARE_DESCRIPTORS: u64 = 100;
 
-/// Kills the child by PID on drop.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::{start_memcached, ChildGuard};
 
 /// Raises this process's soft descriptor limit to the hard one; returns the new limit.
 fn raise_nofile_limit() -> u64 {
@@ -43,29 +35,7 @@ fn raise_nofile_limit() -> u64 {
 
 /// Starts `weft memcached -c CONNS -t 2` on a free localhost port.
 fn start(max_connections: usize) -> (ChildGuard, SocketAddr) {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
-    cmd.args(["memcached", "-l", "127.0.0.1", "-U", "0", "-t", "2"])
-        .args(["-p", &port.to_string(), "-c", &max_connections.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        cmd.args(["-u", "root"]);
-    }
-    let guard = ChildGuard(cmd.spawn().unwrap());
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "nothing listens on {addr}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (guard, addr)
+    start_memcached(&["-c", &max_connections.to_string()])
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {

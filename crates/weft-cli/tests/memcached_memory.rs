@@ -5,23 +5,15 @@
 //! watch, one shared arena): measured here (debug, `-t 2`, `-m 16`) 1.10–1.15 × m with it,
 //! 1.55 × m without it.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 const MEMORY_MB: u64 = 16;
 /// Growth of the peak RSS over the idle RSS allowed per byte of `-m` here.
 const BOUND_RATIO: f64 = 1.3;
 
-/// Kills the child by PID on drop.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::start_memcached;
 
 fn status_kib(pid: u32, field: &str) -> u64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -34,29 +26,8 @@ fn status_kib(pid: u32, field: &str) -> u64 {
 
 #[test]
 fn rss_stays_near_the_memory_limit_under_random_size_churn() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
-    cmd.args(["memcached", "-l", "127.0.0.1", "-U", "0", "-t", "2"])
-        .args(["-p", &port.to_string(), "-m", &MEMORY_MB.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        cmd.args(["-u", "root"]);
-    }
-    let server = ChildGuard(cmd.spawn().unwrap());
+    let (server, addr) = start_memcached(&["-m", &MEMORY_MB.to_string()]);
     let pid = server.0.id();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "nothing listens on {addr}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
     std::thread::sleep(Duration::from_millis(200));
     let idle_kib = status_kib(pid, "VmRSS");
 
