@@ -339,21 +339,29 @@ pub(super) fn mset(
     Flow::Continue
 }
 
+/// The checks `process_mdelete_command` and `process_marithmetic_command` both start with, in
+/// memcached's order and with their wording (`mg` and `ms` word theirs differently); on error
+/// the reply is written and the flow returned.
+fn delete_arith_flags(out: &mut Output, t: &Tokens<'_>) -> Result<MetaFlags, Flow> {
+    if t.ntokens() < 3 {
+        return Err(err(out, "ERROR"));
+    }
+    if t.get(1).len() > KEY_MAX_BYTES {
+        return Err(err(out, BAD_FORMAT));
+    }
+    if t.ntokens() > MAX_OPTION_TOKENS {
+        return Err(err(out, "CLIENT_ERROR options flags too long"));
+    }
+    preparse(t, 2).map_err(|_| err(out, "CLIENT_ERROR invalid or duplicate flag"))
+}
+
 /// `process_mdelete_command`.
 fn mdelete(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
     let store = &ctx.store;
     let stats = &store.stats;
-    if t.ntokens() < 3 {
-        return err(out, "ERROR");
-    }
-    if t.get(1).len() > KEY_MAX_BYTES {
-        return err(out, BAD_FORMAT);
-    }
-    if t.ntokens() > MAX_OPTION_TOKENS {
-        return err(out, "CLIENT_ERROR options flags too long");
-    }
-    let Ok(of) = preparse(t, 2) else {
-        return err(out, "CLIENT_ERROR invalid or duplicate flag");
+    let of = match delete_arith_flags(out, t) {
+        Ok(of) => of,
+        Err(flow) => return flow,
     };
     let key = meta_key(t, &of);
     let mut flags_out = Output::new();
@@ -405,17 +413,9 @@ fn mdelete(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
 fn marith(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
     let store = &ctx.store;
     let stats = &store.stats;
-    if t.ntokens() < 3 {
-        return err(out, "ERROR");
-    }
-    if t.get(1).len() > KEY_MAX_BYTES {
-        return err(out, BAD_FORMAT);
-    }
-    if t.ntokens() > MAX_OPTION_TOKENS {
-        return err(out, "CLIENT_ERROR options flags too long");
-    }
-    let Ok(of) = preparse(t, 2) else {
-        return err(out, "CLIENT_ERROR invalid or duplicate flag");
+    let of = match delete_arith_flags(out, t) {
+        Ok(of) => of,
+        Err(flow) => return flow,
     };
     let key = meta_key(t, &of);
     let incr = match of.mode {
