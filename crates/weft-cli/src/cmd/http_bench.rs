@@ -14,6 +14,7 @@ use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -76,11 +77,55 @@ pub struct HttpBenchArgs {
 /// Kills the child by PID on drop.
 struct ChildGuard(Child);
 
+impl ChildGuard {
+    fn new(child: Child) -> ChildGuard {
+        lock_children().push(child.id());
+        ChildGuard(child)
+    }
+}
+
 impl Drop for ChildGuard {
     fn drop(&mut self) {
+        lock_children().retain(|&pid| pid != self.0.id());
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// PIDs of every child running now (servers, wrk, generators, `weft fileset`), so that a
+/// SIGINT/SIGTERM, which ends this process without running destructors, still stops them.
+static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+fn lock_children() -> std::sync::MutexGuard<'static, Vec<u32>> {
+    CHILDREN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `cmd` to the end like `Command::output`, its PID registered while it runs (between
+/// the reaping and the removal a signal could hit a reused PID: a window of microseconds).
+fn output_of(cmd: &mut Command) -> std::io::Result<std::process::Output> {
+    let child = cmd.stdout(Stdio::piped()).spawn()?;
+    let pid = child.id();
+    lock_children().push(pid);
+    let out = child.wait_with_output();
+    lock_children().retain(|&p| p != pid);
+    out
+}
+
+/// On SIGINT or SIGTERM: kill every registered child by PID, say so, exit 130.
+fn stop_children_on_signals() -> anyhow::Result<()> {
+    let flag = weft_load::experiment::interrupt_flag()?;
+    std::thread::spawn(move || loop {
+        if flag.load(std::sync::atomic::Ordering::Relaxed) {
+            for &pid in lock_children().iter() {
+                // SAFETY: kill(2) on the PID of a child we started and have not reaped.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+            eprintln!("weft bench http: interrupted; every process it started was stopped");
+            std::process::exit(130);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    });
+    Ok(())
 }
 
 /// One server under test.
@@ -107,6 +152,7 @@ struct Figure {
 }
 
 pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
+    stop_children_on_signals()?;
     let exe = std::env::current_exe().context("cannot find the weft binary")?;
     let nginx = which("nginx", &["/usr/sbin/nginx", "/usr/bin/nginx"])
         .context("nginx is not installed (Debian: apt-get install nginx-light)")?;
@@ -124,7 +170,8 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
     let fileset = args.fileset_dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("weft-bench-http-{}-{}", args.scale, args.seed))
     });
-    let status = Command::new(&exe)
+    let mut fileset_cmd = Command::new(&exe);
+    fileset_cmd
         .args(["fileset", "--out"])
         .arg(&fileset)
         .args([
@@ -133,9 +180,8 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
             "--seed",
             &args.seed.to_string(),
         ])
-        .stdout(Stdio::null())
-        .status()
-        .context("weft fileset")?;
+        .stdout(Stdio::null());
+    let status = output_of(&mut fileset_cmd).context("weft fileset")?.status;
     if !status.success() {
         bail!("weft fileset failed");
     }
@@ -354,7 +400,7 @@ fn run_wrk(
         c.arg("-s").arg(s);
     }
     c.arg(format!("http://{}{path}", server.addr));
-    let out = c.stderr(Stdio::piped()).output().context("running wrk")?;
+    let out = output_of(c.stderr(Stdio::piped())).context("running wrk")?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
         bail!("wrk failed: {text}{}", String::from_utf8_lossy(&out.stderr));
@@ -404,10 +450,7 @@ fn run_load(
         &duration.to_string(),
         "--json",
     ]);
-    let out = c
-        .stderr(Stdio::piped())
-        .output()
-        .context("running weft load http")?;
+    let out = output_of(c.stderr(Stdio::piped())).context("running weft load http")?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
         bail!(
@@ -601,7 +644,7 @@ fn start_nginx(cmd: &Command, root: &Path, work: &Path, deferred: bool) -> anyho
         .arg(work)
         .arg("-c")
         .arg(work.join("nginx.conf"));
-    let guard = ChildGuard(c.spawn().context("starting nginx")?);
+    let guard = ChildGuard::new(c.spawn().context("starting nginx")?);
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
     wait_listening(addr, "nginx")?;
     Ok(Server {
@@ -630,7 +673,7 @@ fn start_weft(cmd: &Command, root: &Path, io: IoArg) -> anyhow::Result<Server> {
         .stderr(Stdio::piped());
     let mut child = c.spawn().context("starting weft http")?;
     let stderr = child.stderr.take().context("weft http's stderr")?;
-    let guard = ChildGuard(child);
+    let guard = ChildGuard::new(child);
     let mut line = String::new();
     BufReader::new(stderr).read_line(&mut line)?;
     let addr: SocketAddr = line
