@@ -4,13 +4,16 @@
 #   servers-memcached.txt  weft bench memcached (weft memcached vs memcached -t 1)
 #   servers-memory.txt     weft bench memory (RSS under -m 64)
 #   servers-http.txt       weft bench http (weft http vs nginx, one worker)
+#   servers-http-capped.txt  the same with both servers capped at 40 % of their core (root:
+#                          a cgroup CPU quota), so that they, not the one load core, saturate
 #   servers-echo.jsonl     weft bench echo at 1,000 connections: uring, epoll, tokio, alternating
 #   servers-load.txt       weft bench load (the generators against wrk / memcaslap; their CPU)
 #   targets.jsonl          cycle, yield, churn at 2 processors: best policies and tokio, alternating
 # Every server is pinned to CPU 0 and every load generator to CPU 1 by the commands
 # themselves. Run it on a quiet machine; it takes about 25 minutes.
 #
-# Usage: benches/servers.sh [memcached|memory|http|echo|load|targets ...]   (default: all)
+# Usage: benches/servers.sh [memcached|memory|http|http-capped|echo|load|targets ...]
+#        (default: all but http-capped, which needs root)
 set -euo pipefail
 
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
@@ -30,6 +33,11 @@ run_memory() {
 run_http() {
     { stamp "weft bench http --repeat 3 --duration 5"; "$WEFT" bench http --repeat 3 --duration 5; } |
         tee "$OUT/servers-http.txt"
+}
+run_http_capped() {
+    { stamp "weft bench http --server-cpu-pct 40 --repeat 3 --duration 5"
+      "$WEFT" bench http --server-cpu-pct 40 --repeat 3 --duration 5; } |
+        tee "$OUT/servers-http-capped.txt"
 }
 run_echo() {
     : >"$OUT/servers-echo.jsonl"
@@ -62,8 +70,9 @@ which=("$@")
 for w in "${which[@]}"; do
     case $w in
     memcached | memory | http | echo | load | targets) "run_$w" ;;
+    http-capped) run_http_capped ;;
     *)
-        echo "unknown part '$w' (memcached memory http echo load targets)" >&2
+        echo "unknown part '$w' (memcached memory http http-capped echo load targets)" >&2
         exit 2
         ;;
     esac

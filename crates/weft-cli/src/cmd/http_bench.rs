@@ -69,6 +69,13 @@ pub struct HttpBenchArgs {
     #[arg(long)]
     nginx_deferred: bool,
 
+    /// Cap both servers together at this % of their core (a cgroup CPU quota with a 10 ms
+    /// period; needs root). With the whole core, one load core cannot open connections fast
+    /// enough to saturate a server; capped, the servers saturate first, so their throughput
+    /// shows their cost per request and the open-loop sweep goes past their saturation.
+    #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u32).range(1..=100))]
+    server_cpu_pct: Option<u32>,
+
     /// Which measurements to run, comma-separated: keepalive, short, open.
     #[arg(long, value_delimiter = ',', default_value = "keepalive,short,open")]
     only: Vec<String>,
@@ -120,6 +127,8 @@ fn stop_children_on_signals() -> anyhow::Result<()> {
                 // SAFETY: kill(2) on the PID of a child we started and have not reaped.
                 unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
             }
+            std::thread::sleep(Duration::from_millis(100));
+            super::cpu_limit::remove_all_now();
             eprintln!("weft bench http: interrupted; every process it started was stopped");
             std::process::exit(130);
         }
@@ -199,8 +208,17 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
             _ => Command::new(cmd),
         }
     };
+    // Declared before the servers so that it is dropped (removed) after they were killed.
+    let cpu_limit = args
+        .server_cpu_pct
+        .map(|pct| super::cpu_limit::CpuLimit::new("weft-bench-http", pct))
+        .transpose()?;
     let nginx_server = start_nginx(&pin(0, &nginx), &fileset, &work, args.nginx_deferred)?;
     let weft_server = start_weft(&pin(0, &exe), &fileset, args.io)?;
+    if let Some(limit) = &cpu_limit {
+        limit.add(nginx_server.guard.0.id())?;
+        limit.add(weft_server.guard.0.id())?;
+    }
     let servers = [&nginx_server, &weft_server];
 
     let mut report = String::new();
@@ -217,6 +235,12 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
         args.duration,
         args.repeat
     )?;
+    if let Some(pct) = args.server_cpu_pct {
+        writeln!(
+            report,
+            "servers capped together at {pct} % of CPU 0 (cgroup CPU quota, 10 ms period)"
+        )?;
+    }
     writeln!(
         report,
         "file set: {} ({} files, scale {}, seed {})\n",

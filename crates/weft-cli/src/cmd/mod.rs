@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_memcached;
 pub mod bench_memory;
+pub mod cpu_limit;
 pub mod echo;
 pub mod experiment;
 pub mod experiment_study;
