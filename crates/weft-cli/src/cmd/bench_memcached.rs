@@ -46,6 +46,11 @@ pub struct MemcachedBenchArgs {
     /// weft's I/O backend.
     #[arg(long, default_value = "uring", value_parser = ["uring", "epoll"])]
     io: String,
+    /// Cap both servers together at this % of their core (a cgroup CPU quota with a 10 ms
+    /// period; needs root), so that the one load core is no longer what saturates first: the
+    /// peak and the p99 at 80 % are then the servers' own.
+    #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u32).range(1..=100))]
+    server_cpu_pct: Option<u32>,
     /// The peer [default: memcached on PATH].
     #[arg(long)]
     memcached: Option<PathBuf>,
@@ -97,10 +102,24 @@ fn compare(
     if let Some(policy) = &args.scheduler {
         weft_prefix.extend(["--scheduler".into(), policy.clone()]);
     }
+    // Declared before the servers so that it is removed after they were stopped.
+    let cpu_limit = args
+        .server_cpu_pct
+        .map(|pct| super::cpu_limit::CpuLimit::new("weft-bench-memcached", pct))
+        .transpose()?;
     let servers = [
         start_memcached_like("weft", exe, &weft_prefix, work)?,
         start_memcached_like("memcached", memcached, &[], work)?,
     ];
+    if let Some(limit) = &cpu_limit {
+        for (server, _) in &servers {
+            limit.add(server.pid())?;
+        }
+        println!(
+            "servers capped together at {} % of their core (cgroup CPU quota, 10 ms period)",
+            args.server_cpu_pct.unwrap_or(100)
+        );
+    }
     println!(
         "weft memcached vs memcached, -t 1 each, pinned to CPU 0; load from CPU 1: {} connections, \
          {:.0}% sets of {}, {} keys, {} run(s) of {} s per point (medians)",
