@@ -40,7 +40,8 @@ const EVENTS: usize = 256;
 /// a syscall.
 const POLL_INTERVAL: u64 = 61;
 
-/// Whether `epoll_pwait2` is worth trying: cleared for good the first time it says `ENOSYS`.
+/// Whether `epoll_pwait2` is worth trying: cleared for good the first time it says `ENOSYS`
+/// or `EPERM`.
 static PWAIT2: AtomicBool = AtomicBool::new(true);
 
 /// Numbers the epoll instances of the process, so a [`Registration`] can name them.
@@ -295,8 +296,8 @@ impl Epoll {
     ///
     /// Uses `epoll_pwait2` (Linux 5.11) for a nanosecond timeout: `epoll_wait` counts in whole
     /// milliseconds, so a processor whose next timer is 50 µs away would sleep a full
-    /// millisecond (rounding down instead would spin). On older kernels (`ENOSYS`) it falls
-    /// back to `epoll_wait`, rounding up.
+    /// millisecond (rounding down instead would spin). On older kernels (`ENOSYS`) or under a
+    /// seccomp filter that refuses it (`EPERM`) it falls back to `epoll_wait`, rounding up.
     fn wait_for(&self, timeout: Option<Duration>) -> usize {
         let mut events = self.events.borrow_mut();
         let n = if PWAIT2.load(Ordering::Relaxed) {
@@ -320,7 +321,10 @@ impl Epoll {
                     0usize,
                 )
             };
-            if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+            // ENOSYS: kernel before 5.11; EPERM: a seccomp filter that does not know the call
+            // (the call itself never fails with EPERM).
+            let errno = io::Error::last_os_error().raw_os_error();
+            if n < 0 && matches!(errno, Some(libc::ENOSYS) | Some(libc::EPERM)) {
                 PWAIT2.store(false, Ordering::Relaxed);
                 drop(events);
                 return self.wait_for(timeout);
