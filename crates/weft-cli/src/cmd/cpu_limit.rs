@@ -91,3 +91,51 @@ pub fn remove_all_now() {
         let _ = std::fs::remove_dir(&dir);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_a_percentage_outside_1_to_100() {
+        for pct in [0, 101] {
+            let err = CpuLimit::new("weft-test-bad", pct).unwrap_err().to_string();
+            assert!(err.contains("between 1 and 100"), "{err}");
+        }
+    }
+
+    #[test]
+    fn writes_the_quota_holds_a_process_and_is_removed_on_drop() {
+        let limit = match CpuLimit::new("weft-test-limit", 25) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("SKIP: cannot create a cgroup here: {e:#}");
+                return;
+            }
+        };
+        let dir = limit.dir.clone();
+        let v1 = dir.join("cpu.cfs_quota_us");
+        if v1.exists() {
+            assert_eq!(std::fs::read_to_string(&v1).unwrap().trim(), "2500");
+            let period = std::fs::read_to_string(dir.join("cpu.cfs_period_us")).unwrap();
+            assert_eq!(period.trim(), "10000");
+        } else {
+            let max = std::fs::read_to_string(dir.join("cpu.max")).unwrap();
+            assert_eq!(max.trim(), "2500 10000");
+        }
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        limit.add(child.id()).unwrap();
+        let members = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
+        assert!(
+            members.lines().any(|l| l.trim() == child.id().to_string()),
+            "{members}"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        drop(limit);
+        assert!(!dir.exists(), "{} was not removed", dir.display());
+    }
+}
