@@ -4,18 +4,13 @@
 //! Uses the cgroup v1 `cpu` controller (`cpu.cfs_quota_us`) where it is mounted on its own, else
 //! cgroup v2 `cpu.max`. The period is 10 ms, so a throttled server stalls for milliseconds, not
 //! for most of a 100 ms default period. The directory is removed on drop, after the processes
-//! in it have exited (callers drop their process guards first); `remove_all_now` does it on the
-//! way out of a signal handler's thread.
+//! in it have exited (callers drop their process guards first).
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use anyhow::{bail, Context};
 
 const PERIOD_US: u32 = 10_000;
-
-/// Directories created and not yet removed.
-static CREATED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// One CPU-capped cgroup.
 #[derive(Debug)]
@@ -57,7 +52,6 @@ impl CpuLimit {
         };
         std::fs::create_dir(&dir)
             .with_context(|| format!("creating cgroup {} (needs root)", dir.display()))?;
-        lock_created().push(dir.clone());
         let limit = CpuLimit { dir };
         for (file, value) in files {
             std::fs::write(limit.dir.join(file), value)
@@ -76,19 +70,6 @@ impl CpuLimit {
 impl Drop for CpuLimit {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir(&self.dir);
-        lock_created().retain(|d| d != &self.dir);
-    }
-}
-
-fn lock_created() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
-    CREATED.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Removes every cgroup still registered (their processes must have been killed first; a
-/// cgroup whose processes have not exited yet stays).
-pub fn remove_all_now() {
-    for dir in lock_created().drain(..) {
-        let _ = std::fs::remove_dir(&dir);
     }
 }
 

@@ -7,18 +7,20 @@
 //! (c) `weft load http`, open loop, one request per session, at each `--rates` (past
 //!     saturation: how many replies and errors each server gives).
 //!
-//! Every process started here is killed by PID when the benchmark ends (`ChildGuard`).
+//! Every process started here is killed by PID when the benchmark ends (`ChildGuard`), also on
+//! SIGINT/SIGTERM: the flag they set kills the child running then and ends the benchmark.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
+use weft_load::experiment::process;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum IoArg {
@@ -84,57 +86,11 @@ pub struct HttpBenchArgs {
 /// Kills the child by PID on drop.
 struct ChildGuard(Child);
 
-impl ChildGuard {
-    fn new(child: Child) -> ChildGuard {
-        lock_children().push(child.id());
-        ChildGuard(child)
-    }
-}
-
 impl Drop for ChildGuard {
     fn drop(&mut self) {
-        lock_children().retain(|&pid| pid != self.0.id());
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// PIDs of every child running now (servers, wrk, generators, `weft fileset`), so that a
-/// SIGINT/SIGTERM, which ends this process without running destructors, still stops them.
-static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
-
-fn lock_children() -> std::sync::MutexGuard<'static, Vec<u32>> {
-    CHILDREN.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Runs `cmd` to the end like `Command::output`, its PID registered while it runs (between
-/// the reaping and the removal a signal could hit a reused PID: a window of microseconds).
-fn output_of(cmd: &mut Command) -> std::io::Result<std::process::Output> {
-    let child = cmd.stdout(Stdio::piped()).spawn()?;
-    let pid = child.id();
-    lock_children().push(pid);
-    let out = child.wait_with_output();
-    lock_children().retain(|&p| p != pid);
-    out
-}
-
-/// On SIGINT or SIGTERM: kill every registered child by PID, say so, exit 130.
-fn stop_children_on_signals() -> anyhow::Result<()> {
-    let flag = weft_load::experiment::interrupt_flag()?;
-    std::thread::spawn(move || loop {
-        if flag.load(std::sync::atomic::Ordering::Relaxed) {
-            for &pid in lock_children().iter() {
-                // SAFETY: kill(2) on the PID of a child we started and have not reaped.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-            }
-            std::thread::sleep(Duration::from_millis(100));
-            super::cpu_limit::remove_all_now();
-            eprintln!("weft bench http: interrupted; every process it started was stopped");
-            std::process::exit(130);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    });
-    Ok(())
 }
 
 /// One server under test.
@@ -161,7 +117,10 @@ struct Figure {
 }
 
 pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
-    stop_children_on_signals()?;
+    // SIGINT/SIGTERM set it; the child running then is killed and the error returned drops
+    // (kills) the servers, as in the other benchmarks.
+    let interrupted = weft_load::experiment::interrupt_flag()?;
+    let interrupted: &AtomicBool = &interrupted;
     let exe = std::env::current_exe().context("cannot find the weft binary")?;
     let nginx = which("nginx", &["/usr/sbin/nginx", "/usr/bin/nginx"])
         .context("nginx is not installed (Debian: apt-get install nginx-light)")?;
@@ -180,20 +139,18 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
         std::env::temp_dir().join(format!("weft-bench-http-{}-{}", args.scale, args.seed))
     });
     let mut fileset_cmd = Command::new(&exe);
-    fileset_cmd
-        .args(["fileset", "--out"])
-        .arg(&fileset)
-        .args([
-            "--scale",
-            &args.scale.to_string(),
-            "--seed",
-            &args.seed.to_string(),
-        ])
-        .stdout(Stdio::null());
-    let status = output_of(&mut fileset_cmd).context("weft fileset")?.status;
-    if !status.success() {
-        bail!("weft fileset failed");
-    }
+    fileset_cmd.args(["fileset", "--out"]).arg(&fileset).args([
+        "--scale",
+        &args.scale.to_string(),
+        "--seed",
+        &args.seed.to_string(),
+    ]);
+    process::command_to_end(
+        &mut fileset_cmd,
+        "weft fileset",
+        interrupted,
+        Duration::from_secs(3600),
+    )?;
     let manifest = read_manifest(&fileset)?;
     std::fs::write(fileset.join("bench-4k.bin"), vec![b'x'; 4096])?;
     let work = tempdir()?;
@@ -255,7 +212,7 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
             bail!("wrk is not installed (Debian: apt-get install wrk)");
         };
         if run_part("keepalive") {
-            let figures = measure(&servers, args.repeat, |s| {
+            let figures = measure(&servers, args.repeat, interrupted, |s| {
                 run_wrk(
                     &pin(1, wrk),
                     s,
@@ -263,6 +220,7 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
                     args.duration,
                     None,
                     "/bench-4k.bin",
+                    interrupted,
                 )
             })?;
             writeln!(
@@ -281,8 +239,16 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
             std::fs::write(&script, zipf_script(&manifest, args.seed))?;
             let mut rows = Vec::new();
             for &conns in &args.conns {
-                let figures = measure(&servers, args.repeat, |s| {
-                    run_wrk(&pin(1, wrk), s, conns, args.duration, Some(&script), "/")
+                let figures = measure(&servers, args.repeat, interrupted, |s| {
+                    run_wrk(
+                        &pin(1, wrk),
+                        s,
+                        conns,
+                        args.duration,
+                        Some(&script),
+                        "/",
+                        interrupted,
+                    )
                 })?;
                 rows.push((conns.to_string(), figures));
             }
@@ -298,8 +264,8 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
     if run_part("open") && !args.rates.is_empty() {
         let mut rows = Vec::new();
         for &rate in &args.rates {
-            let figures = measure(&servers, args.repeat, |s| {
-                run_load(&pin(1, &exe), s, &fileset, rate, args.duration)
+            let figures = measure(&servers, args.repeat, interrupted, |s| {
+                run_load(&pin(1, &exe), s, &fileset, rate, args.duration, interrupted)
             })?;
             rows.push((rate.to_string(), figures));
         }
@@ -319,12 +285,13 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
 fn measure(
     servers: &[&Server],
     repeat: u32,
+    interrupted: &AtomicBool,
     mut f: impl FnMut(&Server) -> anyhow::Result<Figure>,
 ) -> anyhow::Result<Vec<(&'static str, Figure)>> {
     let mut all: Vec<Vec<Figure>> = vec![Vec::new(); servers.len()];
     for _ in 0..repeat {
         for (i, s) in servers.iter().enumerate() {
-            drain_time_wait();
+            drain_time_wait(interrupted);
             let before = s.cpu();
             let started = Instant::now();
             let mut fig = f(s).with_context(|| format!("measuring {}", s.name))?;
@@ -412,6 +379,7 @@ fn run_wrk(
     duration: u64,
     script: Option<&Path>,
     path: &str,
+    interrupted: &AtomicBool,
 ) -> anyhow::Result<Figure> {
     let mut c = clone_command(cmd);
     c.args([
@@ -424,11 +392,8 @@ fn run_wrk(
         c.arg("-s").arg(s);
     }
     c.arg(format!("http://{}{path}", server.addr));
-    let out = output_of(c.stderr(Stdio::piped())).context("running wrk")?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    if !out.status.success() {
-        bail!("wrk failed: {text}{}", String::from_utf8_lossy(&out.stderr));
-    }
+    let limit = Duration::from_secs(duration + 60);
+    let text = process::command_to_end(&mut c, "wrk", interrupted, limit)?;
     let per_sec = field_after(&text, "Requests/sec:")
         .with_context(|| format!("no Requests/sec in wrk's output:\n{text}"))?;
     let mut errors = field_after(&text, "Non-2xx or 3xx responses:").unwrap_or(0.0) as u64;
@@ -457,6 +422,7 @@ fn run_load(
     fileset: &Path,
     rate: u32,
     duration: u64,
+    interrupted: &AtomicBool,
 ) -> anyhow::Result<Figure> {
     let mut c = clone_command(cmd);
     c.args([
@@ -474,14 +440,9 @@ fn run_load(
         &duration.to_string(),
         "--json",
     ]);
-    let out = output_of(c.stderr(Stdio::piped())).context("running weft load http")?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    if !out.status.success() {
-        bail!(
-            "weft load http failed: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    // The run, its client timeout (10 s) for the last requests, and slack.
+    let limit = Duration::from_secs(duration + 70);
+    let text = process::command_to_end(&mut c, "weft load http", interrupted, limit)?;
     let v: serde_json::Value = serde_json::from_str(text.trim())
         .with_context(|| format!("weft load http printed no JSON: {text}"))?;
     if v["generator_saturated"].as_bool() == Some(true) {
@@ -505,12 +466,12 @@ fn run_load(
 const TIME_WAIT_MAX: u64 = 15_000;
 
 /// Waits (at most 65 s) until the system holds fewer than [`TIME_WAIT_MAX`] TIME-WAIT
-/// sockets, as the thesis lets TIME-WAIT drain between rates.
-fn drain_time_wait() {
+/// sockets, as the thesis lets TIME-WAIT drain between rates (or until `interrupted`).
+fn drain_time_wait(interrupted: &AtomicBool) {
     let deadline = Instant::now() + Duration::from_secs(65);
     let mut told = false;
     while let Some(tw) = time_wait_sockets() {
-        if tw < TIME_WAIT_MAX || Instant::now() > deadline {
+        if tw < TIME_WAIT_MAX || Instant::now() > deadline || interrupted.load(Ordering::Relaxed) {
             break;
         }
         if !told {
@@ -668,7 +629,7 @@ fn start_nginx(cmd: &Command, root: &Path, work: &Path, deferred: bool) -> anyho
         .arg(work)
         .arg("-c")
         .arg(work.join("nginx.conf"));
-    let guard = ChildGuard::new(c.spawn().context("starting nginx")?);
+    let guard = ChildGuard(c.spawn().context("starting nginx")?);
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
     wait_listening(addr, "nginx")?;
     Ok(Server {
@@ -697,7 +658,7 @@ fn start_weft(cmd: &Command, root: &Path, io: IoArg) -> anyhow::Result<Server> {
         .stderr(Stdio::piped());
     let mut child = c.spawn().context("starting weft http")?;
     let stderr = child.stderr.take().context("weft http's stderr")?;
-    let guard = ChildGuard::new(child);
+    let guard = ChildGuard(child);
     let mut line = String::new();
     BufReader::new(stderr).read_line(&mut line)?;
     let addr: SocketAddr = line

@@ -115,14 +115,26 @@ pub fn run_to_end(
     limit: Duration,
 ) -> anyhow::Result<String> {
     let mut cmd = Command::new(program);
-    cmd.args(args)
-        .stdin(Stdio::null())
+    cmd.args(args);
+    pin(&mut cmd, cpu);
+    command_to_end(&mut cmd, &program.display().to_string(), interrupted, limit)
+}
+
+/// Runs `cmd` (already given its program, arguments and pinning; `what` names it in errors)
+/// to completion and returns its stdout, as [`run_to_end`] does.
+pub fn command_to_end(
+    cmd: &mut Command,
+    what: &str,
+    interrupted: &AtomicBool,
+    limit: Duration,
+) -> anyhow::Result<String> {
+    if interrupted.load(Ordering::Relaxed) {
+        bail!("interrupted");
+    }
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    pin(&mut cmd, cpu);
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("starting {}", program.display()))?;
+    let mut child = cmd.spawn().with_context(|| format!("starting {what}"))?;
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let out_reader = std::thread::spawn(move || {
@@ -146,14 +158,14 @@ pub fn run_to_end(
             if interrupted.load(Ordering::Relaxed) {
                 bail!("interrupted");
             }
-            bail!("{} ran longer than {limit:?}; killed", program.display());
+            bail!("{what} ran longer than {limit:?}; killed");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
     let out = out_reader.join().unwrap_or_default();
     let err = err_reader.join().unwrap_or_default();
     if !status.success() {
-        bail!("{} failed ({status}): {}", program.display(), err.trim());
+        bail!("{what} failed ({status}): {}", err.trim());
     }
     Ok(out)
 }
