@@ -14,7 +14,7 @@
 //! so a fiber can never be resumed on two threads at once.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use corosensei::{Coroutine, Yielder};
@@ -50,6 +50,10 @@ pub(crate) struct Fiber {
     pub(crate) state: AtomicU8,
     /// Set by `JoinHandle::cancel`; sticky.
     pub(crate) cancelled: AtomicBool,
+    /// Bumped by the fiber itself each time it wakes from a park that armed a timer; a timer
+    /// entry armed under an older generation is stale (see `runtime::timer`). Written only by
+    /// the fiber, read by the processors that hold its timer entries.
+    pub(crate) timer_gen: AtomicU64,
     /// The cluster the fiber runs on. Written only by the processor handling a `Migrate` (while
     /// the fiber is switched out and not parked); read by whoever holds its `Task`.
     pub(crate) cluster: UnsafeCell<Arc<ClusterShared>>,

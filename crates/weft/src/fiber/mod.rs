@@ -10,6 +10,7 @@ pub(crate) mod overflow;
 mod spawn;
 pub(crate) mod stack;
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 pub use self::core::Task;
@@ -90,7 +91,7 @@ pub(crate) unsafe fn park_fiber(me: *const Fiber, deadline: Option<Instant>) {
     if self::core::take_token(fiber) {
         return;
     }
-    let timer = match deadline {
+    let armed = match deadline {
         Some(d) if Instant::now() >= d => return,
         Some(d) => {
             // SAFETY: `me` came from `Arc::as_ptr` of the Task the processor holds while the
@@ -99,14 +100,18 @@ pub(crate) unsafe fn park_fiber(me: *const Fiber, deadline: Option<Instant>) {
                 std::sync::Arc::increment_strong_count(me);
                 FiberRef(std::sync::Arc::from_raw(me))
             };
-            runtime::add_timer(d, own)
+            // Only this fiber writes its generation, so a relaxed load sees its own last store.
+            let generation = fiber.timer_gen.load(Ordering::Relaxed);
+            runtime::add_timer(d, own, generation)
         }
-        None => None,
+        None => false,
     };
     // SAFETY: forwarded from the caller.
     unsafe { suspend(me, Suspend::Park) };
-    if let Some(timer) = timer {
-        timer.cancel();
+    if armed {
+        // Whatever woke us, the entry just armed must not wake a later park.
+        let next = fiber.timer_gen.load(Ordering::Relaxed).wrapping_add(1);
+        fiber.timer_gen.store(next, Ordering::Release);
     }
 }
 

@@ -144,6 +144,7 @@ impl Builder {
             name: self.name.map(Arc::from),
             state: AtomicU8::new(EMPTY),
             cancelled: AtomicBool::new(false),
+            timer_gen: AtomicU64::new(0),
             cluster: UnsafeCell::new(cluster),
             coroutine: UnsafeCell::new(Some(coroutine)),
             yielder: Cell::new(std::ptr::null()),

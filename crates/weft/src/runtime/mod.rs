@@ -34,14 +34,16 @@ pub(crate) fn schedule(task: Task, origin: Origin) {
     cluster.push_remote(task);
 }
 
-/// Arms a timer on the current processor; `None` outside processors.
-pub(crate) fn add_timer(deadline: Instant, fiber: FiberRef) -> Option<Arc<timer::TimerShared>> {
+/// Arms a timer on the current processor (see `timer::TimerHeap::add`); `false` outside
+/// processors.
+pub(crate) fn add_timer(deadline: Instant, fiber: FiberRef, generation: u64) -> bool {
     let p = processor::current();
     if p.is_null() {
-        return None;
+        return false;
     }
     // SAFETY: a non-null `current` is this thread's live processor.
-    Some(unsafe { &*p }.add_timer(deadline, fiber))
+    unsafe { &*p }.add_timer(deadline, fiber, generation);
+    true
 }
 
 /// A stack of `size` bytes, from this processor's cache when it keeps that size.

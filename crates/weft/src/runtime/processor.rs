@@ -25,10 +25,10 @@ use std::time::Instant;
 use corosensei::CoroutineResult;
 
 use super::cluster::ClusterShared;
-use super::timer::{TimerHeap, TimerShared};
+use super::timer::TimerHeap;
 use super::yield_queue::YieldLane;
 use crate::fiber::{self, Fiber, FiberRef, FiberStack, Suspend, Task};
-use crate::io::driver::Driver;
+use crate::io::driver::{Driver, PollMode};
 use crate::sched::{LocalQueue, Origin};
 
 /// Every this many rounds the yield queue is served before the local queue.
@@ -136,14 +136,21 @@ impl Processor {
             if tick % TIMER_CHECK_INTERVAL == 0 {
                 self.fire_timers();
             }
-            self.driver.poll(tick, false);
+            self.driver.poll(tick, PollMode::Busy);
             if let Some(task) = self.next_task(tick) {
                 self.run_task(task);
                 continue;
             }
             self.fire_timers();
-            // Out of work: submit the batched operations and reap what is ready.
-            self.driver.poll(tick, true);
+            // Out of work: reap what is ready. A processor that will search submits the batched
+            // operations first; a lone one (nobody to steal from) goes straight to sleep and
+            // leaves them to the sleeping enter, one syscall instead of two.
+            let mode = if self.cluster.idle.processors() == 1 {
+                PollMode::BeforePark
+            } else {
+                PollMode::Idle
+            };
+            self.driver.poll(tick, mode);
             if let Some(task) = self.next_task(tick) {
                 self.run_task(task);
                 continue;
@@ -192,7 +199,7 @@ impl Processor {
             }
             if round % 8 == 7 {
                 self.fire_timers();
-                self.driver.poll(self.tick.get(), false);
+                self.driver.poll(self.tick.get(), PollMode::Busy);
                 let task = self.local.borrow_mut().pop(self.tick.get());
                 if task.is_some() {
                     found = task;
@@ -211,17 +218,20 @@ impl Processor {
     fn sleep(&self) {
         let idle = &self.cluster.idle;
         idle.register_sleep(self.index);
-        if self.cluster.has_work() || !self.local.borrow().is_empty() || self.cluster.is_stopping()
-        {
+        let deadline = self.timers.borrow().next_deadline();
+        let work = self.cluster.has_work()
+            || !self.local.borrow().is_empty()
+            || self.cluster.is_stopping()
+            || matches!(deadline, Some(d) if d <= Instant::now());
+        if work {
             idle.unregister_sleep(self.index);
+            // No sleep after all: submit what `PollMode::BeforePark` left for it.
+            self.driver.poll(self.tick.get(), PollMode::Idle);
             return;
         }
-        let deadline = self.timers.borrow().next_deadline();
-        if !matches!(deadline, Some(d) if d <= Instant::now()) {
-            // Blocks in io_uring_enter / epoll_wait until a completion, the waker, or the
-            // deadline; reaps what arrived.
-            self.driver.park(deadline);
-        }
+        // Blocks in io_uring_enter / epoll_wait until a completion, the waker, or the deadline;
+        // submits the batch first and reaps what arrived.
+        self.driver.park(deadline);
         idle.unregister_sleep(self.index);
     }
 
@@ -293,8 +303,8 @@ impl Processor {
         &self.driver
     }
 
-    /// Arms a timer on this processor.
-    pub(crate) fn add_timer(&self, deadline: Instant, fiber: FiberRef) -> Arc<TimerShared> {
-        self.timers.borrow_mut().add(deadline, fiber)
+    /// Arms a timer on this processor (see [`TimerHeap::add`]).
+    pub(crate) fn add_timer(&self, deadline: Instant, fiber: FiberRef, generation: u64) {
+        self.timers.borrow_mut().add(deadline, fiber, generation)
     }
 }

@@ -3,43 +3,38 @@
 //! A fiber that parks with a deadline adds an entry on the processor it runs on; the processor
 //! fires due entries every few scheduling rounds and bounds its idle sleep by the earliest one.
 //! The fiber may wake for another reason and move to another processor, so it cannot remove its
-//! entry; it marks it cancelled instead, and the heap drops cancelled entries when they come due
-//! (or in a sweep when the heap grows), so a stale entry never wakes anyone.
+//! entry. Instead each entry carries the fiber's *timer generation* at the time it was armed,
+//! and the fiber bumps its generation when it wakes ([`crate::fiber::Fiber::timer_gen`]): an
+//! entry whose generation is no longer the fiber's is stale and never wakes anyone. Stale
+//! entries are dropped when they come due, or in a sweep when the heap grows.
+//!
+//! Arming a timer allocates nothing (the entry holds a reference to the fiber, not a shared
+//! cancellation record): I/O calls with a deadline arm one on every wait.
 
 use std::cmp::{Ordering as CmpOrdering, Reverse};
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::fiber::FiberRef;
 
-/// The shared part of one timer: whom to wake, and whether that is still wanted.
-pub(crate) struct TimerShared {
-    fiber: FiberRef,
-    cancelled: AtomicBool,
-}
-
-impl TimerShared {
-    /// The timer will not wake anyone. Any thread may call it.
-    pub(crate) fn cancel(&self) {
-        self.cancelled.store(true, Ordering::Release);
-    }
-
-    fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::Acquire)
-    }
-}
-
 struct Entry {
     deadline: Instant,
-    seq: u64,
-    shared: Arc<TimerShared>,
+    /// The fiber's timer generation when the entry was armed.
+    generation: u64,
+    fiber: FiberRef,
+}
+
+impl Entry {
+    /// Whether the fiber has woken since (for any reason): then the entry must not wake it.
+    fn is_stale(&self) -> bool {
+        self.fiber.0.timer_gen.load(Ordering::Acquire) != self.generation
+    }
 }
 
 impl PartialEq for Entry {
     fn eq(&self, other: &Self) -> bool {
-        self.deadline == other.deadline && self.seq == other.seq
+        self.deadline == other.deadline
     }
 }
 impl Eq for Entry {}
@@ -50,7 +45,7 @@ impl PartialOrd for Entry {
 }
 impl Ord for Entry {
     fn cmp(&self, other: &Self) -> CmpOrdering {
-        (self.deadline, self.seq).cmp(&(other.deadline, other.seq))
+        self.deadline.cmp(&other.deadline)
     }
 }
 
@@ -58,26 +53,20 @@ impl Ord for Entry {
 #[derive(Default)]
 pub(crate) struct TimerHeap {
     heap: BinaryHeap<Reverse<Entry>>,
-    seq: u64,
 }
 
 impl TimerHeap {
-    /// Wakes `fiber` at `deadline` unless the returned handle is cancelled first.
-    pub(crate) fn add(&mut self, deadline: Instant, fiber: FiberRef) -> Arc<TimerShared> {
+    /// Wakes `fiber` at `deadline` unless it has bumped its timer generation past `generation`
+    /// by then.
+    pub(crate) fn add(&mut self, deadline: Instant, fiber: FiberRef, generation: u64) {
         if self.heap.len() >= 1024 && self.heap.len().is_power_of_two() {
-            self.heap.retain(|e| !e.0.shared.is_cancelled());
+            self.heap.retain(|e| !e.0.is_stale());
         }
-        let shared = Arc::new(TimerShared {
-            fiber,
-            cancelled: AtomicBool::new(false),
-        });
-        self.seq += 1;
         self.heap.push(Reverse(Entry {
             deadline,
-            seq: self.seq,
-            shared: shared.clone(),
+            generation,
+            fiber,
         }));
-        shared
     }
 
     /// The earliest deadline, cancelled entries included (waking early for one is harmless).
@@ -96,9 +85,93 @@ impl TimerHeap {
                 break;
             }
             let entry = self.heap.pop().expect("peeked").0;
-            if !entry.shared.is_cancelled() {
-                due.push(entry.shared.fiber.clone());
+            if !entry.is_stale() {
+                due.push(entry.fiber);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::{mpsc, Arc};
+    use std::time::{Duration, Instant};
+
+    use crate::park::{current_unparker, park, Parked};
+
+    /// A fiber parks with a deadline, is woken early, then parks without one: the first park's
+    /// timer entry is stale and must not end the second park when its deadline passes.
+    #[test]
+    fn a_stale_timer_does_not_wake_a_later_park() {
+        let cluster = crate::Cluster::builder()
+            .name("timer-stale")
+            .processors(1)
+            .build()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let wakes = Arc::new(AtomicU32::new(0));
+        let seen = wakes.clone();
+        let fiber = cluster.spawn(move || {
+            tx.send(current_unparker()).unwrap();
+            let first = park(Some(Instant::now() + Duration::from_millis(200)));
+            seen.fetch_add(1, Ordering::SeqCst);
+            // Parks until unparked; spurious returns are allowed, so count them.
+            let mut spurious = 0;
+            while seen.load(Ordering::SeqCst) < 2 {
+                park(None);
+                spurious += 1;
+                if spurious > 1 {
+                    break;
+                }
+            }
+            (first, spurious)
+        });
+        let unparker = rx.recv().unwrap();
+        // Let it park first: an unpark that comes before leaves a token and no timer is armed.
+        std::thread::sleep(Duration::from_millis(15));
+        unparker.unpark();
+        // Past the stale deadline: a live entry would have unparked the fiber by now.
+        std::thread::sleep(Duration::from_millis(300));
+        let before = wakes.load(Ordering::SeqCst);
+        wakes.fetch_add(1, Ordering::SeqCst);
+        unparker.unpark();
+        let (first, spurious) = fiber.join().unwrap();
+        assert_eq!(
+            first,
+            Parked::Woken,
+            "the early unpark ended the first park"
+        );
+        assert_eq!(before, 1);
+        assert_eq!(spurious, 1, "only the second unpark ended the untimed park");
+        cluster.shutdown();
+    }
+
+    /// Timers fire in deadline order, each exactly once.
+    #[test]
+    fn timers_fire_in_deadline_order() {
+        let cluster = crate::Cluster::builder()
+            .name("timer-order")
+            .processors(1)
+            .build()
+            .unwrap();
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let start = Instant::now();
+        let fibers: Vec<_> = [40u64, 10, 30, 20]
+            .into_iter()
+            .map(|ms| {
+                let order = order.clone();
+                cluster.spawn(move || {
+                    let deadline = start + Duration::from_millis(ms);
+                    while park(Some(deadline)) != Parked::TimedOut {}
+                    order.lock().unwrap().push(ms);
+                })
+            })
+            .collect();
+        for f in fibers {
+            f.join().unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![10, 20, 30, 40]);
+        cluster.shutdown();
     }
 }

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::DriverShared;
+use super::{DriverShared, PollMode};
 use crate::io::op::{Completion, Dir, ACK, DONE};
 
 /// `data` of the waker's entry (descriptor numbers are non-negative `i32`s).
@@ -272,9 +272,15 @@ impl Epoll {
     }
 
     #[inline]
-    pub(crate) fn poll(&self, tick: u64, idle: bool) -> usize {
+    pub(crate) fn poll(&self, tick: u64, mode: PollMode) -> usize {
         self.take_cancels();
-        if !idle && tick % POLL_INTERVAL != 0 {
+        let look = match mode {
+            PollMode::Busy => tick % POLL_INTERVAL == 0,
+            PollMode::Idle => true,
+            // The park that follows asks the kernel anyway (and returns at once if ready).
+            PollMode::BeforePark => false,
+        };
+        if !look {
             return 0;
         }
         if self.waiting.get() == 0 {

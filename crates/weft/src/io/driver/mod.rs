@@ -129,6 +129,23 @@ impl DriverShared {
     }
 }
 
+/// What a processor's round asks of [`Driver::poll`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PollMode {
+    /// Fibers are runnable: reap what is ready without a syscall where possible; submit the
+    /// batched operations only when a batch is due.
+    Busy,
+    /// The run queue is empty and the processor will search (steal) before it sleeps: submit
+    /// the batch now, so it does not wait out the search, and ask the kernel for what is ready
+    /// even if that costs a syscall.
+    Idle,
+    /// The run queue is empty and the processor goes straight to [`Driver::park`] (it has no
+    /// one to steal from): reap what is already there without a syscall and leave the batch to
+    /// the sleeping `io_uring_enter` / `epoll_wait`, which submits it and returns at once if
+    /// something is ready. One syscall per idle transition instead of two.
+    BeforePark,
+}
+
 /// One processor's I/O driver. See the module docs.
 pub(crate) enum Driver {
     /// Boxed: the ring's bookkeeping is several times the size of the epoll driver.
@@ -174,14 +191,13 @@ impl Driver {
         }
     }
 
-    /// Drains completions without blocking and wakes their fibers. `idle` says the run queue
-    /// is empty: submit everything now (uring) / ask the kernel even if it costs a syscall
-    /// (epoll). Returns how many fibers were woken.
+    /// Drains completions without blocking and wakes their fibers; `mode` says how far to go
+    /// (see [`PollMode`]). Returns how many fibers were woken.
     #[inline]
-    pub(crate) fn poll(&self, tick: u64, idle: bool) -> usize {
+    pub(crate) fn poll(&self, tick: u64, mode: PollMode) -> usize {
         match self {
-            Driver::Uring(u) => u.poll(tick, idle),
-            Driver::Epoll(e) => e.poll(tick, idle),
+            Driver::Uring(u) => u.poll(tick, mode),
+            Driver::Epoll(e) => e.poll(tick, mode),
         }
     }
 

@@ -28,7 +28,9 @@
 //! ## Batching
 //! SQEs are pushed to the ring by fibers and submitted when the processor runs out of runnable
 //! fibers, when `SUBMIT_BATCH` are waiting, every `SUBMIT_EVERY_ROUNDS` scheduling rounds, when
-//! the submission queue is full, or as part of the sleeping `io_uring_enter`.
+//! the submission queue is full, or as part of the sleeping `io_uring_enter`. A processor that
+//! goes straight from an empty run queue to sleep ([`PollMode::BeforePark`]) leaves the whole
+//! batch to that sleeping enter: one syscall submits, reaps what completed inline, and waits.
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::io;
@@ -37,7 +39,7 @@ use std::time::Instant;
 
 use io_uring::{opcode, squeue, types, IoUring};
 
-use super::DriverShared;
+use super::{DriverShared, PollMode};
 use crate::io::op::{Completion, ACK, DONE};
 
 /// Submission queue entries per ring.
@@ -236,22 +238,29 @@ impl Uring {
     }
 
     #[inline]
-    pub(crate) fn poll(&self, tick: u64, idle: bool) -> usize {
+    pub(crate) fn poll(&self, tick: u64, mode: PollMode) -> usize {
         // A forwarded cancel always names an operation in flight here, so it is not missed.
         if self.in_flight.get() == 0 && self.unsubmitted.get() == 0 {
             return 0;
         }
-        self.poll_ring(tick, idle)
+        self.poll_ring(tick, mode)
     }
 
     #[inline(never)]
-    fn poll_ring(&self, tick: u64, idle: bool) -> usize {
+    fn poll_ring(&self, tick: u64, mode: PollMode) -> usize {
         self.take_cancels();
         let need_enter = {
             let mut ring = self.ring.borrow_mut();
             let sq = ring.submission();
             let pending = self.unsubmitted.get();
-            let due = idle || tick % SUBMIT_EVERY_ROUNDS == 0;
+            // Before a park the batch waits for the sleeping enter, which submits it.
+            let due = match mode {
+                PollMode::Busy => tick % SUBMIT_EVERY_ROUNDS == 0,
+                PollMode::Idle => true,
+                PollMode::BeforePark => false,
+            };
+            // Completions whose task work is pending (`taskrun`) or that overflowed reach the
+            // queue only through an enter; that enter submits the batch too, for free.
             (due && pending > 0) || pending >= SUBMIT_BATCH || sq.taskrun() || sq.cq_overflow()
         };
         if need_enter {
