@@ -41,7 +41,7 @@ run_http_capped() {
 }
 run_echo() {
     : >"$OUT/servers-echo.jsonl"
-    for _ in 1 2 3; do
+    for _ in 1 2 3 4 5; do
         for backend in uring epoll tokio; do
             "$WEFT" bench echo --backend "$backend" --connections 1000 --message-size 64 \
                 --duration 5 --json | tee -a "$OUT/servers-echo.jsonl"
