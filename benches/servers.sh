@@ -2,6 +2,7 @@
 # Runs the side-by-side comparisons of the issues' targets, one after the other, and keeps
 # what each printed under docs/bench/ (the tables in docs/BENCHMARKS.md quote these files):
 #   servers-memcached.txt  weft bench memcached (weft memcached vs memcached -t 1)
+#   servers-memcached-capped.txt  the same with both servers capped at 40 % of their core (root)
 #   servers-memory.txt     weft bench memory (RSS under -m 64)
 #   servers-http.txt       weft bench http (weft http vs nginx, one worker)
 #   servers-http-capped.txt  the same with both servers capped at 40 % of their core (root:
@@ -12,8 +13,8 @@
 # Every server is pinned to CPU 0 and every load generator to CPU 1 by the commands
 # themselves. Run it on a quiet machine; it takes about 25 minutes.
 #
-# Usage: benches/servers.sh [memcached|memory|http|http-capped|echo|load|targets ...]
-#        (default: all but http-capped, which needs root)
+# Usage: benches/servers.sh [memcached|memcached-capped|memory|http|http-capped|echo|load|targets ...]
+#        (default: all but the capped parts, which need root)
 set -euo pipefail
 
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
@@ -24,8 +25,13 @@ mkdir -p "$OUT"
 stamp() { echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), $*"; }
 
 run_memcached() {
-    { stamp "weft bench memcached --runs 3"; "$WEFT" bench memcached --runs 3; } |
+    { stamp "weft bench memcached --runs 5"; "$WEFT" bench memcached --runs 5; } |
         tee "$OUT/servers-memcached.txt"
+}
+run_memcached_capped() {
+    { stamp "weft bench memcached --server-cpu-pct 40 --runs 5"
+      "$WEFT" bench memcached --server-cpu-pct 40 --runs 5; } |
+        tee "$OUT/servers-memcached-capped.txt"
 }
 run_memory() {
     { stamp "weft bench memory"; "$WEFT" bench memory; } | tee "$OUT/servers-memory.txt"
@@ -70,9 +76,10 @@ which=("$@")
 for w in "${which[@]}"; do
     case $w in
     memcached | memory | http | echo | load | targets) "run_$w" ;;
+    memcached-capped) run_memcached_capped ;;
     http-capped) run_http_capped ;;
     *)
-        echo "unknown part '$w' (memcached memory http http-capped echo load targets)" >&2
+        echo "unknown part '$w' (memcached memcached-capped memory http http-capped echo load targets)" >&2
         exit 2
         ;;
     esac
