@@ -8,12 +8,13 @@
 #   servers-http-capped.txt  the same with both servers capped at 40 % of their core (root:
 #                          a cgroup CPU quota), so that they, not the one load core, saturate
 #   servers-echo.jsonl     weft bench echo at 1,000 connections: uring, epoll, tokio, alternating
+#   servers-echo-capped.jsonl  the same with the server capped at 70 % and at 40 % of its core (root)
 #   servers-load.txt       weft bench load (the generators against wrk / memcaslap; their CPU)
 #   targets.jsonl          cycle, yield, churn at 2 processors: best policies and tokio, alternating
 # Every server is pinned to CPU 0 and every load generator to CPU 1 by the commands
 # themselves. Run it on a quiet machine; it takes about 25 minutes.
 #
-# Usage: benches/servers.sh [memcached|memcached-capped|memory|http|http-capped|echo|load|targets ...]
+# Usage: benches/servers.sh [memcached|memcached-capped|memory|http|http-capped|echo|echo-capped|load|targets ...]
 #        (default: all but the capped parts, which need root)
 set -euo pipefail
 
@@ -44,6 +45,18 @@ run_http_capped() {
     { stamp "weft bench http --server-cpu-pct 40 --repeat 3 --duration 5"
       "$WEFT" bench http --server-cpu-pct 40 --repeat 3 --duration 5; } |
         tee "$OUT/servers-http-capped.txt"
+}
+run_echo_capped() {
+    : >"$OUT/servers-echo-capped.jsonl"
+    for pct in 70 40; do
+        for _ in 1 2 3; do
+            for backend in uring epoll tokio; do
+                "$WEFT" bench echo --backend "$backend" --connections 1000 --message-size 64 \
+                    --duration 5 --server-cpu-pct "$pct" --json |
+                    tee -a "$OUT/servers-echo-capped.jsonl"
+            done
+        done
+    done
 }
 run_echo() {
     : >"$OUT/servers-echo.jsonl"
@@ -77,9 +90,10 @@ for w in "${which[@]}"; do
     case $w in
     memcached | memory | http | echo | load | targets) "run_$w" ;;
     memcached-capped) run_memcached_capped ;;
+    echo-capped) run_echo_capped ;;
     http-capped) run_http_capped ;;
     *)
-        echo "unknown part '$w' (memcached memcached-capped memory http http-capped echo load targets)" >&2
+        echo "unknown part '$w' (memcached memcached-capped memory http http-capped echo echo-capped load targets)" >&2
         exit 2
         ;;
     esac

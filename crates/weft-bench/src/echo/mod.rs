@@ -68,6 +68,9 @@ pub struct EchoReport {
     pub requests_per_sec: f64,
     pub server_cpu_seconds: f64,
     pub server_cpu_us_per_request: f64,
+    /// The cap on the server's CPU, in % of its core, when the caller applied one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_cpu_pct: Option<u32>,
 }
 
 /// What to measure.
@@ -79,6 +82,8 @@ pub struct EchoParams {
     pub duration: Duration,
     /// Not measured, before the window opens.
     pub warmup: Duration,
+    /// The cap the caller puts on the server's CPU (through `on_spawn`), for the report.
+    pub server_cpu_pct: Option<u32>,
 }
 
 /// Kills the server child when the measurement ends, however it ends.
@@ -92,8 +97,13 @@ impl Drop for Child {
 }
 
 /// Starts `server` (a command that runs [`server::serve`] and prints its port on the first line
-/// of its standard output), drives it from CPU 1 and reports.
-pub fn run(params: &EchoParams, mut server: Command) -> std::io::Result<EchoReport> {
+/// of its standard output), hands its PID to `on_spawn` (to cap its CPU, say), drives it from
+/// CPU 1 and reports. The server is stopped before this returns, however it returns.
+pub fn run(
+    params: &EchoParams,
+    mut server: Command,
+    on_spawn: impl FnOnce(u32) -> std::io::Result<()>,
+) -> std::io::Result<EchoReport> {
     let mut child = Child(
         server
             .stdin(Stdio::piped())
@@ -101,6 +111,7 @@ pub fn run(params: &EchoParams, mut server: Command) -> std::io::Result<EchoRepo
             .stderr(Stdio::inherit())
             .spawn()?,
     );
+    on_spawn(child.0.id())?;
     let stdout = child.0.stdout.take().expect("piped");
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line)?;
@@ -122,5 +133,6 @@ pub fn run(params: &EchoParams, mut server: Command) -> std::io::Result<EchoRepo
         requests_per_sec: requests as f64 / seconds,
         server_cpu_seconds: cpu_seconds,
         server_cpu_us_per_request: cpu_seconds * 1e6 / requests.max(1) as f64,
+        server_cpu_pct: params.server_cpu_pct,
     })
 }

@@ -27,6 +27,12 @@ pub struct EchoArgs {
     #[arg(long, default_value = "5", value_parser = parse_seconds)]
     duration: Duration,
 
+    /// Cap the server at this % of its core (a cgroup CPU quota with a 10 ms period; needs
+    /// root), so that the server, not the one client core, is what saturates: requests/s then
+    /// compare the servers' own costs even when the machine is slow.
+    #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u32).range(1..=100))]
+    server_cpu_pct: Option<u32>,
+
     /// Print one JSON object instead of a line of text.
     #[arg(long)]
     json: bool,
@@ -63,21 +69,34 @@ pub fn run(args: &EchoArgs) -> anyhow::Result<()> {
         message_size: args.message_size as usize,
         duration: args.duration,
         warmup: Duration::from_millis(500),
+        server_cpu_pct: args.server_cpu_pct,
     };
-    let r = echo::run(&params, server).context("echo benchmark")?;
+    // Dropped after `echo::run` has stopped the server, so the cgroup is empty when removed.
+    let cpu_limit = args
+        .server_cpu_pct
+        .map(|pct| super::cpu_limit::CpuLimit::new("weft-bench-echo", pct))
+        .transpose()?;
+    let r = echo::run(&params, server, |pid| match &cpu_limit {
+        Some(limit) => limit.add(pid).map_err(std::io::Error::other),
+        None => Ok(()),
+    })
+    .context("echo benchmark")?;
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", serde_json::to_string(&r)?)?;
     } else {
         writeln!(
             out,
-            "echo {:<5} connections={:<5} size={}B  {:>10.0} req/s  server CPU {:.2} s = {:.2} µs/req",
+            "echo {:<5} connections={:<5} size={}B  {:>10.0} req/s  server CPU {:.2} s = {:.2} µs/req{}",
             r.backend,
             r.connections,
             r.message_size,
             r.requests_per_sec,
             r.server_cpu_seconds,
-            r.server_cpu_us_per_request
+            r.server_cpu_us_per_request,
+            r.server_cpu_pct
+                .map(|p| format!("  (server capped at {p} %)"))
+                .unwrap_or_default()
         )?;
     }
     Ok(())
