@@ -644,3 +644,59 @@ fn write_timeout_is_timed_out_when_the_peer_does_not_read() {
         .unwrap();
     }
 }
+
+/// A lone processor leaves its batched submissions to the sleep that follows an empty run
+/// queue; when a due timer or a woken fiber keeps it from sleeping, it must submit them anyway.
+/// Clients, server and a ticker whose timer is due every few rounds share one processor; every
+/// round trip must complete (a stranded submission would show as a read timing out).
+#[test]
+fn a_lone_processor_with_timers_always_due_never_strands_a_submission() {
+    const CLIENTS: usize = 8;
+    const ROUND_TRIPS: usize = 300;
+    for backend in backends() {
+        let c = cluster(backend, 1);
+        let addr = echo_server(&c);
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker = {
+            let stop = stop.clone();
+            c.spawn(move || {
+                let mut ticks = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    weft::sleep(Duration::from_micros(20)).unwrap();
+                    ticks += 1;
+                }
+                ticks
+            })
+        };
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|i| {
+                c.spawn(move || {
+                    let s = TcpStream::connect(addr).unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    let mut rng = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    let mut buf = [0u8; 8];
+                    for n in 0..ROUND_TRIPS as u64 {
+                        (&s).write_all(&n.to_le_bytes()).unwrap();
+                        (&s).read_exact(&mut buf).map_err(|e| (n, e)).unwrap();
+                        assert_eq!(u64::from_le_bytes(buf), n);
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        match rng % 4 {
+                            0 => weft::sleep(Duration::from_micros(rng % 100)).unwrap(),
+                            1 => weft::yield_now(),
+                            _ => {}
+                        }
+                    }
+                })
+            })
+            .collect();
+        for client in clients {
+            client
+                .join()
+                .unwrap_or_else(|_| panic!("{backend}: a client failed"));
+        }
+        stop.store(true, Ordering::SeqCst);
+        assert!(ticker.join().unwrap() > 0, "{backend}");
+    }
+}
