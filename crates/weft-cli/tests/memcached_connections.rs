@@ -6,10 +6,14 @@
 //! The 15,360- and 20,000-connection tests are `#[ignore]`d (seconds in release, long in
 //! debug): `cargo test --release -p weft-cli --test memcached_connections -- --ignored`.
 //! They need a descriptor hard limit above the connection count (`ulimit -Hn`); the 20,000
-//! test opens as many as the limit allows and says how many.
+//! test opens as many as the limit allows and says how many. The tests of this file take turns
+//! (they share the process's descriptor limit), and clients close with a reset, so that tens of
+//! thousands of `TIME_WAIT` sockets do not use up the ephemeral ports the next test needs.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 const TOO_MANY: &[u8] = b"ERROR Too many open connections\r\n";
@@ -38,9 +42,32 @@ fn start(max_connections: usize) -> (ChildGuard, SocketAddr) {
     start_memcached(&["-c", &max_connections.to_string()])
 }
 
+/// Held by each test for its whole run: they would otherwise share the descriptor limit.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A client connection that closes with a reset (`SO_LINGER` 0): no `TIME_WAIT` left behind.
 fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a socket we own, with a pointer to a live `linger` and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0, "SO_LINGER: {}", std::io::Error::last_os_error());
     s
 }
 
@@ -109,6 +136,7 @@ fn set_and_get_on_all(conns: &mut [TcpStream], tag: &str) {
 
 /// Opens `n` connections, keeps them open, serves a set+get on each.
 fn many_connections(n: usize, max_connections: usize) {
+    let _turn = one_at_a_time();
     let limit = raise_nofile_limit();
     if limit < n as u64 + SPARE_DESCRIPTORS {
         eprintln!(
@@ -141,6 +169,7 @@ fn fifteen_thousand_three_hundred_sixty_connections() {
 #[ignore = "20,000 connections: run in release with --ignored"]
 fn twenty_thousand_connections_over_a_limit_of_1024() {
     const ADMITTED: usize = 1024;
+    let _turn = one_at_a_time();
     let limit = raise_nofile_limit();
     let total = 20_000.min(limit.saturating_sub(SPARE_DESCRIPTORS) as usize);
     assert!(
