@@ -86,6 +86,7 @@ pub(crate) fn park_current(deadline: Option<Instant>) {
 /// `me` must be the fiber running on this thread (from `current_fiber_ptr`), and the caller must
 /// run on its stack. `me` stays valid after the switch (it is the caller's own record), even if
 /// the fiber resumes on another thread.
+#[inline(always)]
 pub(crate) unsafe fn park_fiber(me: *const Fiber, deadline: Option<Instant>) {
     // SAFETY: per the contract `me` is the running fiber, alive while it runs.
     let fiber = unsafe { &*me };

@@ -71,7 +71,9 @@ pub(crate) const OP_BUDGET_PER_RUN: u32 = 128;
 
 /// Counts one operation that completed without parking; when the running fiber has used up
 /// its budget it yields (to the back of the yield queue) and gets a fresh one on resumption.
-/// No-op outside fibers.
+/// No-op outside fibers. Never inlined: it reads a thread-local and may switch, see the module
+/// invariants.
+#[inline(never)]
 pub(crate) fn spend_op_budget() {
     let exhausted = OP_BUDGET.with(|b| {
         let left = b.get().saturating_sub(1);

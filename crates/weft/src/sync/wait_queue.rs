@@ -200,6 +200,7 @@ pub(crate) enum Woke {
 /// `waiter` from its list (returning [`WaitList::remove`]'s answer), and may fix up the owner's
 /// state while it holds the lock. When it returns `false` the waiter had been notified and the
 /// wait reports [`Woke::Notified`] after all (see the module docs).
+#[inline(always)]
 pub(crate) fn wait(
     waiter: &Waiter,
     deadline: Option<Instant>,
