@@ -228,7 +228,7 @@ impl Processor {
         if work {
             idle.unregister_sleep(self.index);
             // No sleep after all: submit what `PollMode::BeforePark` left for it.
-            self.driver.poll(self.tick.get(), PollMode::Idle);
+            self.driver.flush();
             return;
         }
         // Blocks in io_uring_enter / epoll_wait until a completion, the waker, or the deadline;

@@ -201,6 +201,15 @@ impl Driver {
         }
     }
 
+    /// Hands the batched operations to the kernel now (uring: one `io_uring_enter` if any are
+    /// waiting; epoll has no batch). For a processor that left its batch to a sleep it then did
+    /// not take.
+    pub(crate) fn flush(&self) {
+        if let Driver::Uring(u) = self {
+            u.flush();
+        }
+    }
+
     /// Sleeps until a completion, a wake-up of the [`Waker`], or `deadline`; then drains.
     pub(crate) fn park(&self, deadline: Option<Instant>) {
         match self {

@@ -270,6 +270,14 @@ impl Uring {
         self.drain()
     }
 
+    /// Submits the SQEs pushed since the last submission, if any.
+    pub(crate) fn flush(&self) {
+        if self.unsubmitted.get() > 0 {
+            let _ = self.ring.borrow().submit();
+            self.unsubmitted.set(0);
+        }
+    }
+
     pub(crate) fn park(&self, deadline: Option<Instant>) {
         self.take_cancels();
         self.post_waker();
