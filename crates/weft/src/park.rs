@@ -11,6 +11,9 @@
 //! - `park` may return [`Parked::Woken`] spuriously; callers re-check their condition in a loop.
 //! - Cancellation is checked before parking and after every wake-up, and wins over a timeout.
 
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::fiber;
@@ -47,6 +50,15 @@ impl Unparker {
         }
     }
 
+    /// Like [`Unparker::unpark`], consuming the unparker: a parked fiber's new task takes over
+    /// its strong count instead of a clone of it.
+    pub(crate) fn unpark_owned(self) {
+        match self.target {
+            Target::Fiber(f) => fiber::unpark_owned(f.0),
+            Target::Thread(t) => t.unpark(),
+        }
+    }
+
     /// Whether this unparker wakes the same fiber or thread as `other`.
     #[allow(dead_code)]
     pub(crate) fn same_as(&self, other: &Unparker) -> bool {
@@ -67,90 +79,140 @@ impl std::fmt::Debug for Unparker {
     }
 }
 
-/// A reusable "you have been notified" flag for wait lists (`sync::wait_queue`). Each fiber has
+/// A fiber's or thread's entry in the intrusive wait lists of `sync::wait_queue`. Each fiber has
 /// one in its record and each OS thread one in a thread-local: a waiter is in at most one list
-/// at a time, so nobody allocates a node per wait.
-#[derive(Debug, Default)]
+/// at a time, so a wait allocates nothing and queueing links the node itself.
+///
+/// `next` belongs to the list the node is in and is read and written only under that list's
+/// owner's lock; `notified` is written by the notifier that unlinks the node (under the same
+/// lock) and read by the owner.
 pub(crate) struct WaitNode {
-    notified: std::sync::atomic::AtomicBool,
+    notified: AtomicBool,
+    /// The next node of the list this one is in (null at the tail, or when in no list).
+    next: Cell<*const WaitNode>,
+    /// The thread to unpark for a thread's node; `None` for the node in a fiber's record.
+    thread: Option<std::thread::Thread>,
 }
+
+// SAFETY: `next` (the only field that is not thread-safe) is touched only under the lock of the
+// list the node is in, and every other field is immutable or atomic.
+unsafe impl Sync for WaitNode {}
+// SAFETY: as above; a node is moved only before it is ever listed.
+unsafe impl Send for WaitNode {}
 
 impl WaitNode {
+    /// The node inside a fiber's record.
     pub(crate) const fn new() -> WaitNode {
         WaitNode {
-            notified: std::sync::atomic::AtomicBool::new(false),
+            notified: AtomicBool::new(false),
+            next: Cell::new(std::ptr::null()),
+            thread: None,
         }
     }
-}
 
-/// The calling fiber's (or thread's) wait node, and the way to wake its owner.
-#[derive(Clone)]
-pub(crate) enum NodeRef {
-    Fiber(fiber::FiberRef),
-    Thread(std::sync::Arc<WaitNode>, std::thread::Thread),
-}
+    /// A node whose owner is the OS thread `thread`.
+    pub(crate) fn for_thread(thread: std::thread::Thread) -> WaitNode {
+        WaitNode {
+            notified: AtomicBool::new(false),
+            next: Cell::new(std::ptr::null()),
+            thread: Some(thread),
+        }
+    }
 
-impl NodeRef {
-    /// The node of the calling fiber, or of the calling thread outside fibers.
-    pub(crate) fn current() -> NodeRef {
+    /// The node of the calling fiber, or of the calling thread outside fibers. It stays valid
+    /// as long as its owner lives, which covers every wait the owner makes.
+    pub(crate) fn current() -> *const WaitNode {
         thread_local! {
-            static NODE: std::sync::Arc<WaitNode> = std::sync::Arc::new(WaitNode::new());
+            static NODE: WaitNode = WaitNode::for_thread(std::thread::current());
         }
-        match fiber::current_ref() {
-            Some(f) => NodeRef::Fiber(f),
-            None => NodeRef::Thread(NODE.with(|n| n.clone()), std::thread::current()),
-        }
-    }
-
-    fn node(&self) -> &WaitNode {
-        match self {
-            NodeRef::Fiber(f) => &f.0.wait_node,
-            NodeRef::Thread(n, _) => n,
+        let fiber = fiber::current_fiber_ptr();
+        if fiber.is_null() {
+            NODE.with(|n| n as *const WaitNode)
+        } else {
+            // SAFETY: `fiber` is the fiber running here, alive while it runs.
+            unsafe { std::ptr::addr_of!((*fiber).wait_node) }
         }
     }
 
-    /// Whether both name the same node.
-    pub(crate) fn same_node(&self, other: &NodeRef) -> bool {
-        std::ptr::eq(self.node(), other.node())
-    }
-
-    /// Clears the flag for a new wait. Only the owner calls it, and only while it is in no
-    /// list, so no notifier of an earlier wait can still write it.
+    /// Clears the flag for a new wait. Only the owner calls it, and only while the node is in
+    /// no list, so no notifier of an earlier wait can still write it.
     pub(crate) fn reset(&self) {
-        self.node()
-            .notified
-            .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.notified.store(false, Ordering::Relaxed);
     }
 
-    /// Marks the owner notified (`Release`: what the notifier hands over becomes visible to
-    /// the owner's `Acquire` in `is_notified`).
-    pub(crate) fn set_notified(&self) {
-        self.node()
-            .notified
-            .store(true, std::sync::atomic::Ordering::Release);
-    }
-
+    /// Whether a notifier unlinked the node (`Acquire`: pairs with [`WaitNode::take_listed`]).
     pub(crate) fn is_notified(&self) -> bool {
-        self.node()
-            .notified
-            .load(std::sync::atomic::Ordering::Acquire)
+        self.notified.load(Ordering::Acquire)
     }
 
-    /// Wakes the owner (a token if it is not parked yet).
-    pub(crate) fn unpark(&self) {
-        match self {
-            NodeRef::Fiber(f) => f.unpark(),
-            NodeRef::Thread(_, t) => t.unpark(),
+    /// The next node of the list (under the list owner's lock).
+    pub(crate) fn next(&self) -> *const WaitNode {
+        self.next.get()
+    }
+
+    /// Sets the next node of the list (under the list owner's lock).
+    pub(crate) fn set_next(&self, next: *const WaitNode) {
+        self.next.set(next);
+    }
+
+    /// Called as the node is linked into a list: a fiber's node makes the list hold one strong
+    /// count of the fiber, so a parked fiber that nobody else references stays alive while it
+    /// waits. A thread's node needs none (the thread is blocked in its wait).
+    ///
+    /// # Safety
+    /// `node` is the caller's own node ([`WaitNode::current`]) and is being linked.
+    pub(crate) unsafe fn retain_listed(node: *const WaitNode) {
+        // SAFETY: the caller's own node is alive.
+        if unsafe { (*node).thread.is_none() } {
+            // SAFETY: a node without a thread is the `wait_node` field of a live `Arc<Fiber>`.
+            unsafe { Arc::increment_strong_count(fiber::fiber_of_node(node)) };
         }
+    }
+
+    /// Undoes [`WaitNode::retain_listed`] for a node its owner unlinked itself (a timeout or a
+    /// cancellation). The owner is running, so this never drops the last count.
+    ///
+    /// # Safety
+    /// `node` was linked with `retain_listed` and has just been unlinked by its owner.
+    pub(crate) unsafe fn release_listed(node: *const WaitNode) {
+        // SAFETY: the owner is alive and calls this.
+        if unsafe { (*node).thread.is_none() } {
+            // SAFETY: the count taken by `retain_listed`.
+            unsafe { Arc::decrement_strong_count(fiber::fiber_of_node(node)) };
+        }
+    }
+
+    /// Marks an unlinked node notified and returns what wakes its owner, carrying the strong
+    /// count the list held (a thread's handle for a thread). The node is not touched after
+    /// the flag is set: its owner may return from its wait, and a thread may exit, at once.
+    /// `Release` makes what the notifier hands over (a mutex's data, a permit) visible to the
+    /// owner's `Acquire` in [`WaitNode::is_notified`].
+    ///
+    /// # Safety
+    /// `node` was linked with `retain_listed` and has just been unlinked, under the lock, by a
+    /// notifier (who calls this before releasing the lock).
+    pub(crate) unsafe fn take_listed(node: *const WaitNode) -> Unparker {
+        // SAFETY: a listed node is alive: the list holds its fiber's count, or its thread is
+        // blocked waiting.
+        let node = unsafe { &*node };
+        let target = match &node.thread {
+            // SAFETY: the count `retain_listed` took moves into the unparker.
+            None => Target::Fiber(fiber::FiberRef(unsafe {
+                Arc::from_raw(fiber::fiber_of_node(node))
+            })),
+            Some(thread) => Target::Thread(thread.clone()),
+        };
+        node.notified.store(true, Ordering::Release);
+        Unparker { target }
     }
 }
 
-impl std::fmt::Debug for NodeRef {
+impl std::fmt::Debug for WaitNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NodeRef::Fiber(fb) => write!(f, "NodeRef(fiber {})", fb.id()),
-            NodeRef::Thread(_, t) => write!(f, "NodeRef(thread {:?})", t.id()),
-        }
+        f.debug_struct("WaitNode")
+            .field("notified", &self.notified.load(Ordering::Relaxed))
+            .field("thread", &self.thread.as_ref().map(|t| t.id()))
+            .finish()
     }
 }
 

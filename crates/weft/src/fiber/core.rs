@@ -130,10 +130,26 @@ impl FiberRef {
 
 /// The unpark half of the state machine.
 pub(crate) fn unpark(fiber: &Arc<Fiber>) {
+    if leave_parked(fiber) {
+        crate::runtime::schedule(Task(fiber.clone()), crate::sched::Origin::Wake);
+    }
+}
+
+/// [`unpark`] for a caller that owns a strong count: a parked fiber's new `Task` takes it over
+/// (no clone), otherwise it is dropped.
+pub(crate) fn unpark_owned(fiber: Arc<Fiber>) {
+    if leave_parked(&fiber) {
+        crate::runtime::schedule(Task(fiber), crate::sched::Origin::Wake);
+    }
+}
+
+/// Moves `state` on for a wake-up: `PARKED` to `EMPTY` (returns `true`: the caller must
+/// create the fiber's one `Task`), `EMPTY` to `NOTIFIED` (a token), `NOTIFIED` unchanged.
+fn leave_parked(fiber: &Fiber) -> bool {
     let mut state = fiber.state.load(Ordering::Acquire);
     loop {
         let next = match state {
-            NOTIFIED => return,
+            NOTIFIED => return false,
             EMPTY => NOTIFIED,
             _ => EMPTY,
         };
@@ -141,14 +157,19 @@ pub(crate) fn unpark(fiber: &Arc<Fiber>) {
             .state
             .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
         {
-            Ok(_) if state == PARKED => {
-                crate::runtime::schedule(Task(fiber.clone()), crate::sched::Origin::Wake);
-                return;
-            }
-            Ok(_) => return,
+            Ok(_) => return state == PARKED,
             Err(actual) => state = actual,
         }
     }
+}
+
+/// The fiber whose record holds `node` as its `wait_node` (the pointer `Arc::as_ptr` gives).
+///
+/// Only meaningful for a fiber's node; the caller checks that (a thread's node has its thread).
+pub(crate) fn fiber_of_node(node: *const crate::park::WaitNode) -> *const Fiber {
+    node.cast::<u8>()
+        .wrapping_sub(std::mem::offset_of!(Fiber, wait_node))
+        .cast::<Fiber>()
 }
 
 /// The processor's half, after the fiber switched out with `Suspend::Park`: park it for real,

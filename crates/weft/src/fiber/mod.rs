@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 pub use self::core::Task;
-pub(crate) use self::core::{finish_park, Fiber, FiberRef, Suspend};
+pub(crate) use self::core::{fiber_of_node, finish_park, unpark_owned, Fiber, FiberRef, Suspend};
 pub use self::local::FiberLocal;
 pub use self::spawn::{spawn, Builder, JoinError, JoinHandle};
 pub(crate) use self::stack::FiberStack;

@@ -195,6 +195,12 @@ pub struct JoinHandle<T> {
 }
 
 impl<T> JoinHandle<T> {
+    /// Strong counts of the fiber's record (tests check that waits give back what they take).
+    #[cfg(test)]
+    pub(crate) fn fiber_strong_count(&self) -> usize {
+        Arc::strong_count(&self.fiber.0)
+    }
+
     /// Waits for the fiber to finish and returns its value, or its panic.
     ///
     /// Works from a fiber (which parks) and from a plain OS thread (which blocks).

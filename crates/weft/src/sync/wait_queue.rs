@@ -1,9 +1,12 @@
 //! The waiter list every primitive in [`crate::sync`] parks on.
 //!
-//! A waiter is a [`Waiter`]: a counted reference to the waiting fiber's (or thread's) own wait
-//! node, which holds its `notified` flag and knows how to wake it. Every fiber carries one node
+//! A waiter is a [`Waiter`]: the waiting fiber's (or thread's) own wait node, which holds its
+//! `notified` flag and the link to the next waiter. Every fiber carries one node in its record
 //! and every thread one in a thread-local, because a waiter is in at most one list at a time;
-//! so queueing costs a reference-count increment, not an allocation. A [`WaitList`] is a FIFO of them with no lock of its own: each primitive keeps
+//! so the list is intrusive and queueing allocates nothing. While a fiber's node is listed, the
+//! list holds one strong count of the fiber (a parked fiber may have no other owner); the
+//! notifier that pops it takes that count over and hands it to the fiber's new task.
+//! A [`WaitList`] is a FIFO of nodes with no lock of its own: each primitive keeps
 //! it behind the OS lock that also guards the state the waiters wait for (a channel's buffer, a
 //! barrier's count), or in a [`WaitQueue`] (a list plus its lock) when that state is an atomic
 //! (a mutex's lock word, a semaphore's permit count).
@@ -40,37 +43,34 @@
 //! `true` once, under the owner's lock, when the waiter leaves the list; no OS lock is held while
 //! anyone parks.
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::park::{park, NodeRef, Parked};
+use crate::park::{park, Parked, Unparker, WaitNode};
 
-/// One fiber or thread waiting in a [`WaitList`].
-///
-/// Its node's flag is set by the notifier that popped it, under the owner's lock; `Release`
-/// there and `Acquire` in [`Waiter::is_notified`] make what the notifier handed over (the data a
-/// mutex protects, say) visible to the waiter, which may read it without the owner's lock.
-#[derive(Debug, Clone)]
-pub(crate) struct Waiter(NodeRef);
+/// One fiber or thread waiting in a [`WaitList`]: its own node, which it keeps alive by being
+/// alive (a fiber's node is in its record, a thread's in a thread-local).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Waiter(*const WaitNode);
 
 impl Waiter {
     /// Whether a notifier popped this waiter (and handed it whatever the primitive hands over).
     pub(crate) fn is_notified(&self) -> bool {
-        self.0.is_notified()
+        // SAFETY: only the waiter itself holds its `Waiter`, and its node lives as long as it.
+        unsafe { (*self.0).is_notified() }
     }
 }
 
 /// A popped waiter to wake once the owner's lock is released.
 #[must_use = "a popped waiter must be woken, or it parks forever"]
 pub(crate) struct Wake(
-    /// The popped waiter: holding it keeps its fiber (and node) alive until the wake-up.
-    Waiter,
+    /// Carries the strong count the list held, so the fiber stays alive until the wake-up.
+    Unparker,
 );
 
 impl Wake {
     /// Wakes the waiter. Call it after releasing the owner's lock.
     pub(crate) fn wake(self) {
-        self.0 .0.unpark();
+        self.0.unpark_owned();
     }
 }
 
@@ -78,29 +78,57 @@ impl Wake {
 #[must_use = "popped waiters must be woken, or they park forever"]
 pub(crate) struct WakeAll(
     /// The popped waiters, in the order they waited (woken in that order).
-    VecDeque<Waiter>,
+    Vec<Wake>,
 );
 
 impl WakeAll {
     /// Wakes every waiter. Call it after releasing the owner's lock.
     pub(crate) fn wake(self) {
-        for waiter in self.0 {
-            waiter.0.unpark();
+        for wake in self.0 {
+            wake.wake();
         }
     }
 }
 
-/// A FIFO of waiters. Not locked: its owner keeps it behind its own OS lock.
-#[derive(Debug, Default)]
+/// A FIFO of waiters, linked through the waiters' own nodes (intrusive: queueing allocates
+/// nothing and touches no memory but the list and the node). Not locked: its owner keeps it
+/// behind its own OS lock, and every method runs under that lock.
+///
+/// Invariants: `head` and `tail` are both null or both set; following `next` from `head`
+/// reaches `tail`, whose `next` is null; every node in the list was linked by its owner with
+/// [`WaitNode::retain_listed`] and is alive.
 pub(crate) struct WaitList {
-    /// Waiters in arrival order; the front one is notified first.
-    waiters: VecDeque<Waiter>,
+    /// The oldest waiter (notified first), or null.
+    head: *const WaitNode,
+    /// The newest waiter, or null.
+    tail: *const WaitNode,
+}
+
+// SAFETY: the nodes the pointers name are kept alive by the list (a fiber's strong count) or by
+// their blocked threads, and are touched only under the owner's lock, from any thread.
+unsafe impl Send for WaitList {}
+// SAFETY: as above; shared access goes through the owner's lock.
+unsafe impl Sync for WaitList {}
+
+impl Default for WaitList {
+    fn default() -> WaitList {
+        WaitList::new()
+    }
+}
+
+impl std::fmt::Debug for WaitList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WaitList")
+            .field("empty", &self.is_empty())
+            .finish()
+    }
 }
 
 impl WaitList {
     pub(crate) const fn new() -> WaitList {
         WaitList {
-            waiters: VecDeque::new(),
+            head: std::ptr::null(),
+            tail: std::ptr::null(),
         }
     }
 
@@ -109,57 +137,121 @@ impl WaitList {
     ///
     /// The caller must not be in any other list (one wait at a time per fiber or thread).
     pub(crate) fn push(&mut self) -> Waiter {
-        let waiter = Waiter(NodeRef::current());
-        waiter.0.reset();
-        self.waiters.push_back(waiter.clone());
-        waiter
+        let node = WaitNode::current();
+        // SAFETY: the caller's own node, in no list (one wait at a time), being linked here.
+        unsafe {
+            (*node).reset();
+            WaitNode::retain_listed(node);
+        }
+        self.link(node);
+        Waiter(node)
+    }
+
+    /// Links `node` at the back.
+    fn link(&mut self, node: *const WaitNode) {
+        // SAFETY: `node` is alive and in no list; `tail`, when set, is a live listed node.
+        unsafe {
+            (*node).set_next(std::ptr::null());
+            if self.tail.is_null() {
+                self.head = node;
+            } else {
+                (*self.tail).set_next(node);
+            }
+        }
+        self.tail = node;
     }
 
     /// Pops the front waiter and marks it notified; the caller wakes it after unlocking.
     pub(crate) fn notify_one(&mut self) -> Option<Wake> {
-        let waiter = self.waiters.pop_front()?;
-        waiter.0.set_notified();
-        Some(Wake(waiter))
+        let node = self.head;
+        if node.is_null() {
+            return None;
+        }
+        // SAFETY: `node` is listed, hence alive; it is unlinked before `take_listed`, which is
+        // the last touch of it.
+        unsafe {
+            self.head = (*node).next();
+            if self.head.is_null() {
+                self.tail = std::ptr::null();
+            }
+            Some(Wake(WaitNode::take_listed(node)))
+        }
     }
 
     /// Pops every waiter and marks them notified; the caller wakes them after unlocking.
     pub(crate) fn notify_all(&mut self) -> WakeAll {
-        let waiters = std::mem::take(&mut self.waiters);
-        for waiter in &waiters {
-            waiter.0.set_notified();
+        let mut wakes = Vec::new();
+        while let Some(wake) = self.notify_one() {
+            wakes.push(wake);
         }
-        WakeAll(waiters)
+        WakeAll(wakes)
     }
 
-    /// Removes `waiter` if it is still queued. Returns `false` when it is not, which means a
-    /// notifier popped it: it was notified.
+    /// Removes `waiter` (the caller's own) if it is still queued. Returns `false` when it is
+    /// not, which means a notifier popped it: it was notified.
     pub(crate) fn remove(&mut self, waiter: &Waiter) -> bool {
-        match self.waiters.iter().position(|w| w.0.same_node(&waiter.0)) {
-            Some(index) => {
-                self.waiters.remove(index);
-                true
+        let mut prev: *const WaitNode = std::ptr::null();
+        let mut node = self.head;
+        // SAFETY: every node reached from `head` is listed, hence alive; `waiter`'s node is the
+        // caller's own, linked by its `push`.
+        unsafe {
+            while !node.is_null() {
+                let next = (*node).next();
+                if std::ptr::eq(node, waiter.0) {
+                    if prev.is_null() {
+                        self.head = next;
+                    } else {
+                        (*prev).set_next(next);
+                    }
+                    if next.is_null() {
+                        self.tail = prev;
+                    }
+                    (*node).set_next(std::ptr::null());
+                    WaitNode::release_listed(node);
+                    return true;
+                }
+                prev = node;
+                node = next;
             }
-            None => false,
         }
+        false
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.waiters.is_empty()
+        self.head.is_null()
     }
 
-    /// Like [`WaitList::push`] with a node of its own, so one test thread can play several
-    /// waiters.
+    /// Like [`WaitList::push`] with a node of its own (leaked: tests only), so one test thread
+    /// can play several waiters.
     #[cfg(test)]
     pub(crate) fn push_detached(&mut self) -> Waiter {
-        let node = std::sync::Arc::new(crate::park::WaitNode::new());
-        let waiter = Waiter(NodeRef::Thread(node, std::thread::current()));
-        self.waiters.push_back(waiter.clone());
-        waiter
+        let node: &'static WaitNode =
+            Box::leak(Box::new(WaitNode::for_thread(std::thread::current())));
+        self.link(node);
+        Waiter(node)
     }
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.waiters.len()
+        let mut n = 0;
+        let mut node = self.head;
+        while !node.is_null() {
+            n += 1;
+            // SAFETY: listed nodes are alive.
+            node = unsafe { (*node).next() };
+        }
+        n
+    }
+}
+
+impl Drop for WaitList {
+    /// A list dropped with waiters in it (its owner can only be dropped once nobody references
+    /// it, so this does not happen in practice) gives back the fibers' strong counts without
+    /// waking anyone, as dropping counted references would.
+    fn drop(&mut self) {
+        while let Some(Wake(unparker)) = self.notify_one() {
+            drop(unparker);
+        }
     }
 }
 
@@ -291,6 +383,44 @@ mod tests {
         assert_eq!(wait(&waiter, None, || unreachable!()), Woke::Notified);
         assert!(*ready.lock().unwrap());
         notifier.join().unwrap();
+    }
+
+    /// A listed fiber holds one count of its record; whichever way it leaves the list (popped
+    /// by a notification, removed on a timeout, popped by a notify-all) the count comes back,
+    /// so the record (and its stack) is freed once the handle is the last owner.
+    #[test]
+    fn waits_give_back_the_fibers_counts() {
+        let cluster = crate::Cluster::builder()
+            .name("counts")
+            .processors(1)
+            .build()
+            .unwrap();
+        let sem = Arc::new(crate::sync::Semaphore::new(0));
+        let pair = Arc::new((crate::sync::Mutex::new(false), crate::sync::Condvar::new()));
+        let handle = {
+            let (sem, pair) = (sem.clone(), pair.clone());
+            cluster.spawn(move || {
+                sem.acquire().unwrap();
+                assert!(sem.acquire_timeout(Duration::from_millis(5)).is_err());
+                let mut ready = pair.0.lock().unwrap();
+                while !*ready {
+                    ready = pair.1.wait(ready).unwrap();
+                }
+            })
+        };
+        // Let the fiber park in each wait before it is let through.
+        std::thread::sleep(Duration::from_millis(20));
+        sem.release();
+        std::thread::sleep(Duration::from_millis(30));
+        *pair.0.lock().unwrap() = true;
+        pair.1.notify_all();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !(handle.is_finished() && handle.fiber_strong_count() == 1) {
+            assert!(Instant::now() < deadline, "a count was not given back");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        handle.join().unwrap();
+        cluster.shutdown();
     }
 
     #[test]
