@@ -1,36 +1,49 @@
 //! [`Semaphore`]: a counting semaphore whose waiters park (fibers) or block (threads).
 //!
-//! One atomic word holds the state: `permits << 1 | WAITERS`.
+//! One atomic word holds the state: `permits << 2 | LOCKED | WAITERS`.
 //! - `permits`: permits free right now;
-//! - `WAITERS`: the wait queue is not empty. It is changed only under the queue's lock.
+//! - `WAITERS`: the wait list is not empty;
+//! - `LOCKED`: somebody is changing the wait list. The bit is the list's lock (a spin lock:
+//!   it is held for a push, a pop or a removal, never while anyone parks), so taking it is
+//!   the same compare-and-swap that reads and updates the count, on the same cache line.
 //!
-//! Invariant: **`WAITERS` set implies `permits == 0`**. A waiter sets `WAITERS` (under the
-//! queue lock, by compare-and-swap) only from a state with no permit, and while it is set no
-//! release adds to `permits`: it hands its permits straight to waiters instead.
+//! Invariants:
+//! - **`WAITERS` set implies `permits == 0`**: a waiter sets `WAITERS` only from a state with no
+//!   permit, and while it is set no release adds to `permits`: it hands its permits straight to
+//!   waiters instead;
+//! - **`LOCKED` set implies `WAITERS` set**, and while both are set nobody but the holder
+//!   changes the word (fast acquires need a permit, fast releases need `WAITERS` clear), so the
+//!   holder unlocks with a plain store of the word it wants;
+//! - `WAITERS` is set exactly when the list is non-empty, both changed under `LOCKED`.
 //!
 //! - `acquire` with a permit free: one compare-and-swap taking it.
 //! - `release` with nobody waiting: one compare-and-swap adding it.
-//! - `acquire` with none free: under the queue lock, take a permit that appeared meanwhile or set
-//!   `WAITERS` and queue; then park until a release hands a permit over.
-//! - `release` with `WAITERS` set: under the queue lock, notify the front waiters (each
-//!   notification *is* a permit, FIFO), and add whatever is left to `permits` in the same
-//!   compare-and-swap that clears `WAITERS` when the queue is empty.
+//! - `acquire` with none free: one compare-and-swap sets `LOCKED | WAITERS`, the caller queues
+//!   itself, a store unlocks; then it parks until a release hands a permit over.
+//! - `release` with `WAITERS` set: one compare-and-swap sets `LOCKED`; the front waiters are
+//!   popped (each notification *is* a permit, FIFO), and one store unlocks, clearing `WAITERS`
+//!   and adding what is left when the list emptied.
 //!
 //! A waiter that times out or is cancelled removes itself (clearing `WAITERS` if it was the
 //! last). If a permit was handed to it first, it keeps the permit and the acquire succeeds (see
 //! [`super::wait_queue`]), so a cancelled waiter never swallows a permit.
 
+use std::cell::UnsafeCell;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::wait_queue::{deadline_after, wait, WaitQueue, Wake, Woke};
+use crossbeam_utils::Backoff;
+
+use super::wait_queue::{deadline_after, wait, WaitList, Wake, Woke};
 use crate::error::{Cancelled, WaitError};
 
-/// Somebody waits in the queue (and then no permit is free).
+/// Somebody waits in the list (and then no permit is free).
 const WAITERS: usize = 1;
+/// The wait list is being changed (and then `WAITERS` is set).
+const LOCKED: usize = 2;
 /// One permit, in the state word.
-const ONE: usize = 2;
+const ONE: usize = 4;
 
 /// A counting semaphore for fibers and threads.
 ///
@@ -41,16 +54,23 @@ const ONE: usize = 2;
 /// s.release();
 /// assert_eq!(s.available_permits(), 1);
 /// ```
+// 24 bytes, aligned to 32 so that one never straddles two cache lines in an array.
+#[repr(align(32))]
 pub struct Semaphore {
-    /// `permits << 1 | WAITERS`; see the module docs.
+    /// `permits << 2 | LOCKED | WAITERS`; see the module docs.
     state: AtomicUsize,
-    /// Fibers and threads waiting for a permit, in arrival order.
-    waiters: WaitQueue,
+    /// Fibers and threads waiting for a permit, in arrival order. Touched only by whoever set
+    /// `LOCKED`.
+    waiters: UnsafeCell<WaitList>,
 }
+
+// SAFETY: the wait list is only touched under the `LOCKED` bit, which one thread holds at a
+// time (set by an `Acquire` compare-and-swap, cleared by a `Release` store); the rest is atomic.
+unsafe impl Sync for Semaphore {}
 
 impl Semaphore {
     /// The most permits a semaphore can hold.
-    pub const MAX_PERMITS: usize = usize::MAX >> 1;
+    pub const MAX_PERMITS: usize = usize::MAX >> 2;
 
     /// A semaphore with `permits` permits free.
     ///
@@ -63,7 +83,7 @@ impl Semaphore {
         );
         Semaphore {
             state: AtomicUsize::new(permits * ONE),
-            waiters: WaitQueue::new(),
+            waiters: UnsafeCell::new(WaitList::new()),
         }
     }
 
@@ -145,6 +165,42 @@ impl Semaphore {
         self.state.load(Ordering::Relaxed) / ONE
     }
 
+    /// The wait list.
+    ///
+    /// # Safety
+    /// The caller set `LOCKED` and has not cleared it, and holds no other reference from here.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn list(&self) -> &mut WaitList {
+        // SAFETY: `LOCKED` makes the caller the list's only user (see the type's `Sync`).
+        unsafe { &mut *self.waiters.get() }
+    }
+
+    /// Sets `LOCKED` once `WAITERS` is set and nobody holds it. Returns `false` without locking
+    /// when `WAITERS` is (or becomes) clear: the list is empty then.
+    fn lock_waiters(&self) -> bool {
+        let backoff = Backoff::new();
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            if state & WAITERS == 0 {
+                return false;
+            }
+            if state & LOCKED != 0 {
+                backoff.snooze();
+                state = self.state.load(Ordering::Relaxed);
+                continue;
+            }
+            match self.state.compare_exchange_weak(
+                state,
+                state | LOCKED,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
     /// Queues the caller and waits until a permit is handed to it.
     /// Inlined although it is the slow path: a frame left open across the park's stack switch
     /// costs mispredicted returns on both sides (see `crate::yield_now`); inlining it took the
@@ -152,37 +208,44 @@ impl Semaphore {
     #[inline(always)]
     fn acquire_slow(&self, timeout: Option<Duration>) -> Result<(), WaitError> {
         let deadline = timeout.and_then(deadline_after);
-        let waiter = {
-            let mut list = self.waiters.lock();
-            let mut state = self.state.load(Ordering::Relaxed);
-            loop {
-                let next = if state >= ONE {
-                    state - ONE
-                } else if state & WAITERS == 0 {
-                    WAITERS
-                } else {
-                    break;
-                };
-                match self.state.compare_exchange_weak(
-                    state,
-                    next,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) if next & WAITERS == 0 => return Ok(()),
-                    Ok(_) => break,
-                    Err(actual) => state = actual,
-                }
+        let backoff = Backoff::new();
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            let (next, order) = if state >= ONE {
+                // A permit appeared (whoever holds the lock, taking it is safe).
+                (state - ONE, Ordering::Acquire)
+            } else if state & LOCKED != 0 {
+                backoff.snooze();
+                state = self.state.load(Ordering::Relaxed);
+                continue;
+            } else {
+                // No permit and unlocked (state is 0 or WAITERS): lock and announce a waiter
+                // in one step.
+                (LOCKED | WAITERS, Ordering::Acquire)
+            };
+            match self
+                .state
+                .compare_exchange_weak(state, next, order, Ordering::Relaxed)
+            {
+                Ok(_) if next & LOCKED == 0 => return Ok(()),
+                Ok(_) => break,
+                Err(actual) => state = actual,
             }
-            list.push()
-        };
+        }
+        // SAFETY: we set LOCKED just now.
+        let waiter = unsafe { self.list() }.push();
+        // LOCKED | WAITERS with no permit: nobody else changes the word (module invariants).
+        self.state.store(WAITERS, Ordering::Release);
         let woke = wait(&waiter, deadline, || {
-            let mut list = self.waiters.lock();
-            let removed = list.remove(&waiter);
-            if removed && list.is_empty() {
-                // No permit is free while WAITERS is set, so the word is exactly WAITERS.
-                self.state.fetch_and(!WAITERS, Ordering::Relaxed);
+            if !self.lock_waiters() {
+                // WAITERS clear: the list is empty, so a release popped us.
+                return false;
             }
+            // SAFETY: we set LOCKED just now.
+            let list = unsafe { self.list() };
+            let removed = list.remove(&waiter);
+            let next = if list.is_empty() { 0 } else { WAITERS };
+            self.state.store(next, Ordering::Release);
             removed
         });
         match woke {
@@ -192,42 +255,36 @@ impl Semaphore {
         }
     }
 
-    /// Hands permits to waiters under the queue lock; adds the rest to the count.
+    /// Hands permits to waiters under `LOCKED`; adds the rest to the count.
     #[cold]
     fn add_permits_slow(&self, n: usize) {
+        if !self.lock_waiters() {
+            // The last waiter left meanwhile: an ordinary release.
+            return self.add_permits(n);
+        }
         // The common case is one permit and one waiter: keep that wake-up out of the Vec, so a
         // hand-off allocates nothing.
         let mut first: Option<Wake> = None;
         let mut more: Vec<Wake> = Vec::new();
-        {
-            let mut list = self.waiters.lock();
-            let mut left = n;
-            while left > 0 {
-                let Some(wake) = list.notify_one() else { break };
-                if first.is_none() {
-                    first = Some(wake);
-                } else {
-                    more.push(wake);
-                }
-                left -= 1;
+        // SAFETY: we set LOCKED just now.
+        let list = unsafe { self.list() };
+        let mut left = n;
+        while left > 0 {
+            let Some(wake) = list.notify_one() else { break };
+            if first.is_none() {
+                first = Some(wake);
+            } else {
+                more.push(wake);
             }
-            // Under the queue lock only fast-path acquires touch the word, and only while
-            // permits are free; WAITERS is ours to change.
-            let mut state = self.state.load(Ordering::Relaxed);
-            loop {
-                let waiters = if list.is_empty() { 0 } else { WAITERS };
-                let next = add(state & !WAITERS, left) | waiters;
-                match self.state.compare_exchange_weak(
-                    state,
-                    next,
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => break,
-                    Err(actual) => state = actual,
-                }
-            }
+            left -= 1;
         }
+        // LOCKED | WAITERS with no permit: nobody else changes the word (module invariants).
+        let next = if list.is_empty() {
+            add(0, left)
+        } else {
+            WAITERS
+        };
+        self.state.store(next, Ordering::Release);
         if let Some(wake) = first {
             wake.wake();
         }
