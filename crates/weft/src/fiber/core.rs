@@ -41,31 +41,36 @@ pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), FiberStack>;
 pub(crate) type FiberYielder = Yielder<(), Suspend>;
 
 /// Everything the runtime knows about one fiber.
+///
+/// `repr(C)` with the fields every park, wake-up and resumption touches first, next to the
+/// `Arc`'s counts: a fiber woken by another processor drags these cache lines across cores,
+/// and the fewer they are the cheaper the hand-off (`churn`, `cycle`).
+#[repr(C)]
 pub(crate) struct Fiber {
-    /// Process-unique, never reused.
-    pub(crate) id: u64,
-    /// Given at spawn; shown in panics, stack-overflow reports and `Debug`.
-    pub(crate) name: Option<Arc<str>>,
     /// `EMPTY`, `NOTIFIED` or `PARKED`; see the module docs.
     pub(crate) state: AtomicU8,
     /// Set by `JoinHandle::cancel`; sticky.
     pub(crate) cancelled: AtomicBool,
-    /// Bumped by the fiber itself each time it wakes from a park that armed a timer; a timer
-    /// entry armed under an older generation is stale (see `runtime::timer`). Written only by
-    /// the fiber, read by the processors that hold its timer entries.
-    pub(crate) timer_gen: AtomicU64,
+    /// The fiber's node for `sync` wait lists: a fiber waits in at most one list at a time, so
+    /// one node per fiber spares every wait an allocation (see `sync::wait_queue`).
+    pub(crate) wait_node: crate::park::WaitNode,
+    /// Set by the coroutine when it starts; used by the fiber itself to switch out.
+    pub(crate) yielder: Cell<*const FiberYielder>,
     /// The cluster the fiber runs on. Written only by the processor handling a `Migrate` (while
     /// the fiber is switched out and not parked); read by whoever holds its `Task`.
     pub(crate) cluster: UnsafeCell<Arc<ClusterShared>>,
     /// The coroutine: touched only by the holder of the fiber's `Task`.
     pub(crate) coroutine: UnsafeCell<Option<FiberCoroutine>>,
-    /// Set by the coroutine when it starts; used by the fiber itself to switch out.
-    pub(crate) yielder: Cell<*const FiberYielder>,
+    /// Bumped by the fiber itself each time it wakes from a park that armed a timer; a timer
+    /// entry armed under an older generation is stale (see `runtime::timer`). Written only by
+    /// the fiber, read by the processors that hold its timer entries.
+    pub(crate) timer_gen: AtomicU64,
+    /// Process-unique, never reused.
+    pub(crate) id: u64,
+    /// Given at spawn; shown in panics, stack-overflow reports and `Debug`.
+    pub(crate) name: Option<Arc<str>>,
     /// Fiber-local values: touched only by the fiber itself.
     pub(crate) locals: UnsafeCell<LocalMap>,
-    /// The fiber's node for `sync` wait lists: a fiber waits in at most one list at a time, so
-    /// one node per fiber spares every wait an allocation (see `sync::wait_queue`).
-    pub(crate) wait_node: crate::park::WaitNode,
     /// The stack's guard page `[low, high)` and usable size, for overflow reports.
     pub(crate) guard: (usize, usize),
     pub(crate) stack_size: usize,
