@@ -35,6 +35,11 @@ pub struct Record {
     /// Fibers per ring (only `cycle` and `locality-*`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ring_size: Option<usize>,
+    /// Round trip of a cache line between CPUs 0 and 1 just before the run, in nanoseconds
+    /// (multi-processor scheduler benchmarks; see `sched::core_probe`): tells which placement
+    /// the host gave the vCPUs, which bounds every runtime's hand-offs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_round_trip_ns: Option<f64>,
     /// Anything the reader must know to interpret the numbers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -66,6 +71,7 @@ impl Record {
             ns_per_op,
             rss_bytes_per_fiber: None,
             ring_size: None,
+            core_round_trip_ns: None,
             note: None,
         }
     }

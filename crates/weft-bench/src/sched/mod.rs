@@ -23,6 +23,7 @@
 //! idle-sleep and wake-up path rather than queue throughput.
 
 mod churn;
+pub mod core_probe;
 mod harness;
 mod ring;
 mod sleepers;
@@ -296,6 +297,13 @@ pub fn run(bench: Bench, params: &Params) -> io::Result<Vec<Record>> {
         fibers: bench.fibers(params.fibers, processors, params.ring_size),
         processors,
     };
+    // Which placement the host gave the vCPUs right now: it bounds every runtime's
+    // cross-processor hand-offs (see `core_probe`).
+    let core_round_trip_ns = if processors >= 2 && bench != Bench::Sleepers {
+        core_probe::round_trip_ns(0, 1)
+    } else {
+        None
+    };
     let measured = match (bench, params.runtime) {
         (Bench::Cycle, Runtime::Weft) => ring::weft(&setup, Payload::None),
         (Bench::Cycle, Runtime::Tokio) => ring::tokio(&setup, Payload::None),
@@ -327,6 +335,7 @@ pub fn run(bench: Bench, params: &Params) -> io::Result<Vec<Record>> {
             r.fibers = setup.fibers;
         }
         r.variant = params.fibers.variant().to_owned();
+        r.core_round_trip_ns = core_round_trip_ns;
         if matches!(
             bench,
             Bench::Cycle | Bench::LocalityShared | Bench::LocalityNoshare

@@ -147,7 +147,9 @@ fn sched_after_help() -> String {
     help.push_str(
         "\nP = processors; ring size = --ring-size. With --json every result is one line of \
          JSON with benchmark, runtime, scheduler (\"tokio\" for tokio), processors, fibers, \
-         variant, ops, seconds, ops_per_sec, ns_per_op, and rss_bytes_per_fiber (sleepers).",
+         variant, ops, seconds, ops_per_sec, ns_per_op, rss_bytes_per_fiber (sleepers), and \
+         core_round_trip_ns (at 2+ processors: a cache line's round trip between CPUs 0 and 1 \
+         just before the run, which tells how far apart the host placed them).",
     );
     help
 }
@@ -267,6 +269,12 @@ fn run_sched(args: &SchedArgs, out: &mut dyn Write) -> anyhow::Result<()> {
                 writeln!(out, "{}", r.to_json_line())?;
             } else {
                 writeln!(out, "{}", report::table_row(&r))?;
+                if let Some(ns) = r.core_round_trip_ns {
+                    writeln!(
+                        out,
+                        "  CPU 0 <-> CPU 1 cache-line round trip before the run: {ns:.0} ns"
+                    )?;
+                }
                 if let Some(note) = &r.note {
                     writeln!(out, "  note: {note}")?;
                 }
