@@ -11,6 +11,7 @@
 #   servers-echo-capped.jsonl  the same with the server capped at 70 % and at 40 % of its core (root)
 #   servers-load.txt       weft bench load (the generators against wrk / memcaslap; their CPU)
 #   targets.jsonl          cycle, yield, churn at 2 processors: best policies and tokio, alternating
+#   targets-summary.txt    their ratios per round, split by the host's vCPU placement
 # Every server is pinned to CPU 0 and every load generator to CPU 1 by the commands
 # themselves. Run it on a quiet machine; it takes about 25 minutes.
 #
@@ -82,6 +83,7 @@ run_targets() {
                 tee -a "$OUT/targets.jsonl"
         done
     done
+    python3 benches/targets_summary.py "$OUT/targets.jsonl" | tee "$OUT/targets-summary.txt"
 }
 
 which=("$@")

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Summarises benches/servers.sh targets output (docs/bench/targets.jsonl).
+
+Rounds are the script's five passes; within a round each benchmark ran under three weft
+policies and tokio, one after the other. Every record carries core_round_trip_ns, the
+cache-line round trip between CPUs 0 and 1 taken just before it: on the 2-vCPU VM it is ~60 ns
+when the host runs both vCPUs in one core complex ("near") and ~330 ns when it does not
+("far"). A round's ratio (best weft policy / tokio) is only formed when all of its records
+of that benchmark saw the same placement.
+"""
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+FAR_NS = 150.0  # between the two modes seen on this VM
+
+
+def placement(rec):
+    ns = rec.get("core_round_trip_ns")
+    if ns is None:
+        return "unknown"
+    return "far" if ns > FAR_NS else "near"
+
+
+def main(path):
+    with open(path) as f:
+        recs = [json.loads(line) for line in f if line.startswith("{")]
+    rounds = defaultdict(list)  # (benchmark, round) -> records
+    seen = defaultdict(int)
+    for r in recs:
+        key = (r["benchmark"], r["scheduler"])
+        rounds[(r["benchmark"], seen[key])].append(r)
+        seen[key] += 1
+    by_mode = defaultdict(list)  # (benchmark, placement) -> [(ratio, best, policy, tokio)]
+    for (bench, rnd), rs in sorted(rounds.items()):
+        places = {placement(r) for r in rs}
+        weft = [r for r in rs if r["runtime"] == "weft"]
+        tokio = [r for r in rs if r["runtime"] == "tokio"]
+        if not weft or not tokio:
+            continue
+        best = max(weft, key=lambda r: r["ops_per_sec"])
+        t = tokio[0]["ops_per_sec"]
+        line = ", ".join(
+            f'{r["scheduler"]} {r["ops_per_sec"] / 1e6:.1f} ({r.get("core_round_trip_ns", 0):.0f} ns)'
+            for r in rs
+        )
+        if len(places) == 1:
+            mode = places.pop()
+            ratio = best["ops_per_sec"] / t
+            by_mode[(bench, mode)].append(ratio)
+            print(f"{bench:6} round {rnd + 1} [{mode}] best/tokio {ratio:.2f}x: {line}")
+        else:
+            print(f"{bench:6} round {rnd + 1} [mixed placement, no ratio]: {line}")
+    print()
+    for (bench, mode), ratios in sorted(by_mode.items()):
+        print(
+            f"{bench:6} {mode:5} rounds {len(ratios)}: best weft / tokio "
+            f"min {min(ratios):.2f}x median {statistics.median(ratios):.2f}x max {max(ratios):.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "docs/bench/targets.jsonl")
