@@ -71,6 +71,11 @@ pub struct EchoReport {
     /// The cap on the server's CPU, in % of its core, when the caller applied one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_cpu_pct: Option<u32>,
+    /// Cache-line round trip between CPUs 0 and 1 (server and client) just before the run, in
+    /// nanoseconds: the host's vCPU placement, which the loopback path pays on every message
+    /// (see `crate::sched::core_probe`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub core_round_trip_ns: Option<f64>,
 }
 
 /// What to measure.
@@ -111,6 +116,7 @@ pub fn run(
             .stderr(Stdio::inherit())
             .spawn()?,
     );
+    let core_round_trip_ns = crate::sched::core_probe::round_trip_ns(0, 1);
     on_spawn(child.0.id())?;
     let stdout = child.0.stdout.take().expect("piped");
     let mut line = String::new();
@@ -134,5 +140,6 @@ pub fn run(
         server_cpu_seconds: cpu_seconds,
         server_cpu_us_per_request: cpu_seconds * 1e6 / requests.max(1) as f64,
         server_cpu_pct: params.server_cpu_pct,
+        core_round_trip_ns,
     })
 }

@@ -87,7 +87,7 @@ pub fn run(args: &EchoArgs) -> anyhow::Result<()> {
     } else {
         writeln!(
             out,
-            "echo {:<5} connections={:<5} size={}B  {:>10.0} req/s  server CPU {:.2} s = {:.2} µs/req{}",
+            "echo {:<5} connections={:<5} size={}B  {:>10.0} req/s  server CPU {:.2} s = {:.2} µs/req{}{}",
             r.backend,
             r.connections,
             r.message_size,
@@ -96,6 +96,9 @@ pub fn run(args: &EchoArgs) -> anyhow::Result<()> {
             r.server_cpu_us_per_request,
             r.server_cpu_pct
                 .map(|p| format!("  (server capped at {p} %)"))
+                .unwrap_or_default(),
+            r.core_round_trip_ns
+                .map(|ns| format!("  [CPU 0 <-> 1 round trip {ns:.0} ns]"))
                 .unwrap_or_default()
         )?;
     }
