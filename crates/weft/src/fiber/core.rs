@@ -56,6 +56,10 @@ pub(crate) struct Fiber {
     pub(crate) wait_node: crate::park::WaitNode,
     /// Set by the coroutine when it starts; used by the fiber itself to switch out.
     pub(crate) yielder: Cell<*const FiberYielder>,
+    /// Roughly where the fiber's stack pointer was when it last parked (written by the fiber
+    /// itself): the waker prefetches those lines, so they are on their way while the waker
+    /// finishes its own turn.
+    pub(crate) stack_hint: std::sync::atomic::AtomicUsize,
     /// The cluster the fiber runs on. Written only by the processor handling a `Migrate` (while
     /// the fiber is switched out and not parked); read by whoever holds its `Task`.
     pub(crate) cluster: UnsafeCell<Arc<ClusterShared>>,
@@ -136,6 +140,7 @@ impl FiberRef {
 /// The unpark half of the state machine.
 pub(crate) fn unpark(fiber: &Arc<Fiber>) {
     if leave_parked(fiber) {
+        prefetch_resume(fiber);
         crate::runtime::schedule(Task(fiber.clone()), crate::sched::Origin::Wake);
     }
 }
@@ -144,12 +149,36 @@ pub(crate) fn unpark(fiber: &Arc<Fiber>) {
 /// (no clone), otherwise it is dropped.
 pub(crate) fn unpark_owned(fiber: Arc<Fiber>) {
     if leave_parked(&fiber) {
+        prefetch_resume(&fiber);
         crate::runtime::schedule(Task(fiber), crate::sched::Origin::Wake);
+    }
+}
+
+/// Starts fetching what resuming `fiber` reads first: the top of its stack (where the switch
+/// saved its registers) and its coroutine record. A hint only: on other architectures, or with
+/// no hint yet, nothing happens.
+#[inline]
+fn prefetch_resume(fiber: &Fiber) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let sp = fiber.stack_hint.load(Ordering::Relaxed);
+        if sp != 0 {
+            // SAFETY: prefetching never faults, whatever the address.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>((sp - 128) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>((sp - 64) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(sp as *const i8);
+            }
+        }
+        // SAFETY: as above.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(fiber.coroutine.get().cast::<i8>()) };
     }
 }
 
 /// Moves `state` on for a wake-up: `PARKED` to `EMPTY` (returns `true`: the caller must
 /// create the fiber's one `Task`), `EMPTY` to `NOTIFIED` (a token), `NOTIFIED` unchanged.
+#[inline]
 fn leave_parked(fiber: &Fiber) -> bool {
     let mut state = fiber.state.load(Ordering::Acquire);
     loop {

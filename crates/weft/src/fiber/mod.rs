@@ -108,6 +108,10 @@ pub(crate) unsafe fn park_fiber(me: *const Fiber, deadline: Option<Instant>) {
         }
         None => false,
     };
+    let here = 0u8;
+    fiber
+        .stack_hint
+        .store(std::ptr::addr_of!(here) as usize, Ordering::Relaxed);
     // SAFETY: forwarded from the caller.
     unsafe { suspend(me, Suspend::Park) };
     if armed {

@@ -148,6 +148,7 @@ impl Builder {
             cluster: UnsafeCell::new(cluster),
             coroutine: UnsafeCell::new(Some(coroutine)),
             yielder: Cell::new(std::ptr::null()),
+            stack_hint: std::sync::atomic::AtomicUsize::new(0),
             locals: UnsafeCell::new(LocalMap::default()),
             wait_node: crate::park::WaitNode::new(),
             guard,
