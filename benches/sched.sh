@@ -74,6 +74,9 @@ trap 'rm -f "$section"' EXIT
     echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); $(rustc --version)"
     echo "- $DURATION s per point, median of $REPEAT run(s); *many* and *few* are the fiber presets"
     echo "  (\`--fibers many|few\`); tokio is \`new_multi_thread().worker_threads(procs)\`."
+    grep -o '"core_round_trip_ns":[0-9.]*' "$OUT" | cut -d: -f2 | awk '
+        { n++; if ($1 > 150) far++; if (n == 1 || $1 < min) min = $1; if ($1 > max) max = $1 }
+        END { if (n) printf "- CPU 0 <-> CPU 1 cache-line round trip before each 2-processor point: %.0f-%.0f ns, %d of %d points in the far placement (> 150 ns: the host ran the vCPUs in different core complexes; see \"Scheduler micro-benchmarks: targets\")\n", min, max, far, n }'
     echo
     weft bench render "$OUT"
 } >"$section"
