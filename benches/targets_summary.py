@@ -3,7 +3,8 @@
 
 Rounds are the script's five passes; within a round each benchmark ran under three weft
 policies and tokio, one after the other. Every record carries core_round_trip_ns, the
-cache-line round trip between CPUs 0 and 1 taken just before it: on the 2-vCPU VM it is ~60 ns
+cache-line round trip between CPUs 0 and 1 taken just before it (and core_round_trip_after_ns,
+just after it; a run whose two probes disagree counts as mixed): on the 2-vCPU VM it is ~60 ns
 when the host runs both vCPUs in one core complex ("near") and ~330 ns when it does not
 ("far"). A round's ratio (best weft policy / tokio) is only formed when all of its records
 of that benchmark saw the same placement.
@@ -17,10 +18,19 @@ FAR_NS = 150.0  # between the two modes seen on this VM
 
 
 def placement(rec):
-    ns = rec.get("core_round_trip_ns")
-    if ns is None:
+    """near, far, or mixed when the probes before and after the run disagree."""
+    probes = [rec.get(k) for k in ("core_round_trip_ns", "core_round_trip_after_ns")]
+    probes = [ns for ns in probes if ns is not None]
+    if not probes:
         return "unknown"
-    return "far" if ns > FAR_NS else "near"
+    kinds = {"far" if ns > FAR_NS else "near" for ns in probes}
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def probes(rec):
+    """The probes as text: before, or before/after."""
+    ns = [rec.get(k) for k in ("core_round_trip_ns", "core_round_trip_after_ns")]
+    return "/".join(f"{v:.0f}" for v in ns if v is not None) + " ns"
 
 
 def main(path):
@@ -42,10 +52,9 @@ def main(path):
         best = max(weft, key=lambda r: r["ops_per_sec"])
         t = tokio[0]["ops_per_sec"]
         line = ", ".join(
-            f'{r["scheduler"]} {r["ops_per_sec"] / 1e6:.1f} ({r.get("core_round_trip_ns", 0):.0f} ns)'
-            for r in rs
+            f'{r["scheduler"]} {r["ops_per_sec"] / 1e6:.1f} ({probes(r)})' for r in rs
         )
-        if len(places) == 1:
+        if len(places) == 1 and "mixed" not in places:
             mode = places.pop()
             ratio = best["ops_per_sec"] / t
             by_mode[(bench, mode)].append(ratio)

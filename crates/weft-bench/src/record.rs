@@ -40,6 +40,10 @@ pub struct Record {
     /// the host gave the vCPUs, which bounds every runtime's hand-offs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub core_round_trip_ns: Option<f64>,
+    /// The same probe taken just after the run: when the two disagree, the host moved the
+    /// vCPUs during it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_round_trip_after_ns: Option<f64>,
     /// Anything the reader must know to interpret the numbers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -72,6 +76,7 @@ impl Record {
             rss_bytes_per_fiber: None,
             ring_size: None,
             core_round_trip_ns: None,
+            core_round_trip_after_ns: None,
             note: None,
         }
     }

@@ -76,6 +76,9 @@ pub struct EchoReport {
     /// (see `crate::sched::core_probe`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub core_round_trip_ns: Option<f64>,
+    /// The same probe just after the run (the host can move the vCPUs during one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub core_round_trip_after_ns: Option<f64>,
 }
 
 /// What to measure.
@@ -130,6 +133,7 @@ pub fn run(
         cpu::process_cpu_seconds(pid)
     })?;
     let (requests, seconds, cpu_seconds) = result;
+    let core_round_trip_after_ns = crate::sched::core_probe::round_trip_ns(0, 1);
     Ok(EchoReport {
         backend: params.backend.name(),
         connections: params.connections,
@@ -141,5 +145,6 @@ pub fn run(
         server_cpu_us_per_request: cpu_seconds * 1e6 / requests.max(1) as f64,
         server_cpu_pct: params.server_cpu_pct,
         core_round_trip_ns,
+        core_round_trip_after_ns,
     })
 }

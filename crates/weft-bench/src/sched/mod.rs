@@ -299,11 +299,8 @@ pub fn run(bench: Bench, params: &Params) -> io::Result<Vec<Record>> {
     };
     // Which placement the host gave the vCPUs right now: it bounds every runtime's
     // cross-processor hand-offs (see `core_probe`).
-    let core_round_trip_ns = if processors >= 2 && bench != Bench::Sleepers {
-        core_probe::round_trip_ns(0, 1)
-    } else {
-        None
-    };
+    let probe = processors >= 2 && bench != Bench::Sleepers;
+    let core_round_trip_ns = probe.then(|| core_probe::round_trip_ns(0, 1)).flatten();
     let measured = match (bench, params.runtime) {
         (Bench::Cycle, Runtime::Weft) => ring::weft(&setup, Payload::None),
         (Bench::Cycle, Runtime::Tokio) => ring::tokio(&setup, Payload::None),
@@ -324,6 +321,8 @@ pub fn run(bench: Bench, params: &Params) -> io::Result<Vec<Record>> {
         (Bench::Sleepers, Runtime::Weft) => sleepers::weft(&setup),
         (Bench::Sleepers, Runtime::Tokio) => sleepers::tokio(&setup),
     }?;
+    // And after: the host can move the vCPUs during a run.
+    let core_round_trip_after_ns = probe.then(|| core_probe::round_trip_ns(0, 1)).flatten();
     let label = |mut r: Record| {
         r.runtime = params.runtime.name().to_owned();
         r.scheduler = match params.runtime {
@@ -336,6 +335,7 @@ pub fn run(bench: Bench, params: &Params) -> io::Result<Vec<Record>> {
         }
         r.variant = params.fibers.variant().to_owned();
         r.core_round_trip_ns = core_round_trip_ns;
+        r.core_round_trip_after_ns = core_round_trip_after_ns;
         if matches!(
             bench,
             Bench::Cycle | Bench::LocalityShared | Bench::LocalityNoshare

@@ -148,8 +148,9 @@ fn sched_after_help() -> String {
         "\nP = processors; ring size = --ring-size. With --json every result is one line of \
          JSON with benchmark, runtime, scheduler (\"tokio\" for tokio), processors, fibers, \
          variant, ops, seconds, ops_per_sec, ns_per_op, rss_bytes_per_fiber (sleepers), and \
-         core_round_trip_ns (at 2+ processors: a cache line's round trip between CPUs 0 and 1 \
-         just before the run, which tells how far apart the host placed them).",
+         core_round_trip_ns and core_round_trip_after_ns (at 2+ processors: a cache line's round \
+         trip between CPUs 0 and 1 just before and just after the run, which tells how far apart \
+         the host placed them).",
     );
     help
 }
@@ -270,9 +271,13 @@ fn run_sched(args: &SchedArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             } else {
                 writeln!(out, "{}", report::table_row(&r))?;
                 if let Some(ns) = r.core_round_trip_ns {
+                    let after = r
+                        .core_round_trip_after_ns
+                        .map(|a| format!(", after: {a:.0} ns"))
+                        .unwrap_or_default();
                     writeln!(
                         out,
-                        "  CPU 0 <-> CPU 1 cache-line round trip before the run: {ns:.0} ns"
+                        "  CPU 0 <-> CPU 1 cache-line round trip before the run: {ns:.0} ns{after}"
                     )?;
                 }
                 if let Some(note) = &r.note {

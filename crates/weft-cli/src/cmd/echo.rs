@@ -98,7 +98,11 @@ pub fn run(args: &EchoArgs) -> anyhow::Result<()> {
                 .map(|p| format!("  (server capped at {p} %)"))
                 .unwrap_or_default(),
             r.core_round_trip_ns
-                .map(|ns| format!("  [CPU 0 <-> 1 round trip {ns:.0} ns]"))
+                .map(|ns| format!(
+                    "  [CPU 0 <-> 1 round trip {ns:.0} ns before, {} after]",
+                    r.core_round_trip_after_ns
+                        .map_or_else(|| "-".to_owned(), |a| format!("{a:.0} ns"))
+                ))
                 .unwrap_or_default()
         )?;
     }
