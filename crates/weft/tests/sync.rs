@@ -395,11 +395,7 @@ fn semaphore_stress_fibers_and_threads_conserve_permits() {
     const PERMITS: usize = 3;
     const SEMS: usize = 2;
     const ROUNDS: usize = 4000;
-    let seed: u64 = std::env::var("WEFT_STRESS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5e3a_f0e5);
-    eprintln!("stress seed {seed} (set WEFT_STRESS_SEED to replay)");
+    let seed = stress_seed(0x5e3a_f0e5);
     let c = cluster("sem-stress");
     let sems: Arc<Vec<Semaphore>> = Arc::new((0..SEMS).map(|_| Semaphore::new(PERMITS)).collect());
     let inside: Arc<Vec<AtomicUsize>> = Arc::new((0..SEMS).map(|_| AtomicUsize::new(0)).collect());
@@ -1004,6 +1000,17 @@ impl Rng {
     }
 }
 
+/// The seed of a randomized stress test: `WEFT_STRESS_SEED` when set (to replay a failure),
+/// else `default`; printed either way.
+fn stress_seed(default: u64) -> u64 {
+    let seed = std::env::var("WEFT_STRESS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    eprintln!("stress seed {seed} (set WEFT_STRESS_SEED to replay)");
+    seed
+}
+
 #[test]
 fn stress_random_ops_conserve_permits_and_messages() {
     const FIBERS: usize = 64;
@@ -1011,11 +1018,7 @@ fn stress_random_ops_conserve_permits_and_messages() {
     const SEMS: usize = 3;
     const CHANS: usize = 3;
     const PERMITS: [usize; SEMS] = [1, 2, 4];
-    let seed: u64 = std::env::var("WEFT_STRESS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed_cafe);
-    eprintln!("stress seed {seed} (set WEFT_STRESS_SEED to replay)");
+    let seed = stress_seed(0x5eed_cafe);
 
     let c = cluster("stress");
     let sems: Arc<Vec<Semaphore>> = Arc::new(PERMITS.iter().map(|&p| Semaphore::new(p)).collect());

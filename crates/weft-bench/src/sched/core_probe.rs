@@ -80,15 +80,8 @@ pub fn round_trip_ns(a: usize, b: usize) -> Option<f64> {
 
 /// Pins the calling thread to `cpu`; `false` when the kernel refuses.
 fn pin_to(cpu: usize) -> bool {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return false;
-    }
-    // SAFETY: a zeroed cpu_set_t is a valid empty set, and CPU_SET stays within it (checked).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) == 0
-    }
+    // Beyond the set's size `CPU_SET` has no bit to set.
+    cpu < libc::CPU_SETSIZE as usize && crate::echo::cpu::pin_current_thread(cpu).is_ok()
 }
 
 /// The calling thread's affinity mask, to put back after the probe.
