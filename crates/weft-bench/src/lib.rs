@@ -12,6 +12,8 @@
 //!   pipeline, audio mixing, option pricing) under any weft policy or tokio.
 //! - [`sched`]: the Cforall thesis's scheduler micro-benchmarks (cycle, yield, churn, locality,
 //!   transfer) plus fiber switch, spawn+join and idle-fiber memory measurements.
+//! - [`wake_cost`]: the CPU one wake-up costs on this machine (by timer, by another CPU), the
+//!   floor under an open-loop load generator's CPU per request.
 //!
 //! Architecture Invariant: this crate knows weft only through its public API (`weft::Cluster`,
 //! `weft::spawn`, `weft::sync`, `weft::sched::names`, `weft::net`, `weft::fs`); it never reaches into the runtime, so what
@@ -23,6 +25,7 @@ mod record;
 pub mod report;
 pub mod sched;
 pub mod study;
+pub mod wake_cost;
 
 pub use record::Record;
 

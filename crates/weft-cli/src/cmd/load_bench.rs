@@ -23,12 +23,13 @@ pub struct LoadBenchArgs {
     /// by ±15 %, so three were not enough to settle a 10 % agreement).
     #[arg(long, default_value_t = 5)]
     runs: usize,
-    /// Offered loads (QPS) at which generator and memcached CPU per request are compared (the
-    /// last one near memcached -t 1's saturation on one core).
+    /// Offered loads (QPS) at which generator and memcached CPU per request are compared (110k
+    /// is near memcached -t 1's saturation on one core; 0 = closed loop, as fast as the
+    /// generator's one core can drive memcached's one core).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "20000,50000,80000,110000"
+        default_value = "20000,50000,80000,110000,0"
     )]
     cpu_rates: Vec<f64>,
     /// Print one JSON object per comparison.
@@ -341,7 +342,8 @@ pub(super) fn memcached_report(
     serde_json::from_str(out.trim()).context("parsing the load generator's report")
 }
 
-/// Generator CPU per request vs memcached's CPU per request, same run, same load.
+/// Generator CPU per request vs memcached's CPU per request, same run, same load, after what a
+/// wake-up costs on the load CPU (the floor under the generator's figure at low rates).
 fn generator_cpu(
     args: &LoadBenchArgs,
     exe: &Path,
@@ -349,33 +351,46 @@ fn generator_cpu(
     work: &Path,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<()> {
+    let (server_cpu, load_cpu) = process::server_and_load_cpus();
+    match weft_bench::wake_cost::measure(load_cpu.unwrap_or(1), server_cpu.unwrap_or(0)) {
+        Ok(cost) if args.json => {
+            let mut line = serde_json::to_value(cost)?;
+            line["comparison"] = "wake_cost".into();
+            println!("{line}");
+        }
+        Ok(cost) => println!(
+            "one wake-up on the load CPU costs {:.1} us of CPU by timer ({:.1} us late), {:.1} us when another CPU wakes it",
+            cost.timer_wake_cpu_us, cost.timer_wake_late_us, cost.remote_wake_cpu_us
+        ),
+        Err(e) => println!("skipped: wake-up cost probe: {e}"),
+    }
     for &qps in &args.cpu_rates {
         let (mut server, port) = start_memcached(mc, work)?;
         let pid = server.pid();
         let before = weft_bench::echo::cpu::process_cpu_seconds(pid)?;
-        let report = weft_memcached(
-            exe,
-            port,
-            args,
-            qps,
-            process::server_and_load_cpus().1,
-            interrupted,
-        )?;
+        let report = weft_memcached(exe, port, args, qps, load_cpu, interrupted)?;
         let server_cpu = weft_bench::echo::cpu::process_cpu_seconds(pid)? - before;
         server.stop();
         // The server served warm-up and preload too; count every reply it sent.
         let served = report.actual_qps * (report.duration_s + 0.5) + 10_000.0;
         let server_us = server_cpu * 1e6 / served.max(1.0);
         let ratio = report.generator_cpu_us_per_request / server_us.max(1e-9);
+        // Share of its core memcached kept busy while the generator measured.
+        let server_busy = server_us * report.actual_qps / 1e6;
+        let load = if qps > 0.0 {
+            format!("{qps:.0} QPS")
+        } else {
+            "closed loop".to_owned()
+        };
         if args.json {
             println!(
-                "{{\"comparison\":\"generator_cpu\",\"qps\":{qps},\"actual_qps\":{:.0},\"generator_cpu_us_per_request\":{:.2},\"memcached_cpu_us_per_request\":{server_us:.2},\"ratio\":{ratio:.2}}}",
-                report.actual_qps, report.generator_cpu_us_per_request
+                "{{\"comparison\":\"generator_cpu\",\"qps\":{qps},\"actual_qps\":{:.0},\"generator_cpu_us_per_request\":{:.2},\"memcached_cpu_us_per_request\":{server_us:.2},\"ratio\":{ratio:.2},\"generator_busy\":{:.2},\"memcached_busy\":{server_busy:.2}}}",
+                report.actual_qps, report.generator_cpu_us_per_request, report.generator_utilisation
             );
         } else {
             println!(
-                "CPU per request at {qps:.0} QPS (actual {:.0}): generator {:.2} us, memcached {server_us:.2} us, ratio {ratio:.2}",
-                report.actual_qps, report.generator_cpu_us_per_request
+                "CPU per request at {load} (actual {:.0}): generator {:.2} us, memcached {server_us:.2} us, ratio {ratio:.2}; busy: generator {:.2}, memcached {server_busy:.2}",
+                report.actual_qps, report.generator_cpu_us_per_request, report.generator_utilisation
             );
         }
     }
