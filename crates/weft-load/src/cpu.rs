@@ -3,16 +3,27 @@
 use std::io;
 use std::time::Duration;
 
-/// User + system CPU time of this process so far (all threads).
-pub fn process_cpu_time() -> Duration {
+/// This process's resource usage so far (all threads).
+fn usage() -> libc::rusage {
     // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_SELF is always valid.
-    let usage = unsafe {
+    unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
         libc::getrusage(libc::RUSAGE_SELF, &mut usage);
         usage
-    };
+    }
+}
+
+/// User + system CPU time of this process so far (all threads).
+pub fn process_cpu_time() -> Duration {
+    let usage = usage();
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// How many times this process's threads have gone to sleep so far (voluntary context
+/// switches): each is a wake-up to pay for later.
+pub fn process_sleeps() -> u64 {
+    usage().ru_nvcsw as u64
 }
 
 /// How many CPUs this process may run on (its affinity mask).
@@ -73,6 +84,15 @@ pub fn run_on_own_cluster<T: Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sleeps_are_counted() {
+        let before = process_sleeps();
+        for _ in 0..3 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(process_sleeps() >= before + 3);
+    }
 
     #[test]
     fn busy_loop_shows_up_in_cpu_time() {

@@ -40,3 +40,36 @@ pub fn process_cpu_seconds(pid: u32) -> io::Result<f64> {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     Ok((ticks(11)? + ticks(12)?) / hz)
 }
+
+/// How many times process `pid`'s threads have gone to sleep (voluntary context switches,
+/// summed over `/proc/<pid>/task/*/status`; threads that have exited are not counted).
+pub fn process_sleeps(pid: u32) -> io::Result<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let Ok(status) = std::fs::read_to_string(task?.path().join("status")) else {
+            continue; // the thread ended while we looked
+        };
+        let count = status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or_else(|| io::Error::other("no voluntary_ctxt_switches in /proc status"))?;
+        total += count;
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sleeping_thread_is_counted() {
+        let pid = std::process::id();
+        let before = process_sleeps(pid).unwrap();
+        for _ in 0..3 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(process_sleeps(pid).unwrap() >= before + 3);
+    }
+}

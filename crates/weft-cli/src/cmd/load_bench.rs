@@ -368,12 +368,16 @@ fn generator_cpu(
         let (mut server, port) = start_memcached(mc, work)?;
         let pid = server.pid();
         let before = weft_bench::echo::cpu::process_cpu_seconds(pid)?;
+        let sleeps_before = weft_bench::echo::cpu::process_sleeps(pid)?;
         let report = weft_memcached(exe, port, args, qps, load_cpu, interrupted)?;
         let server_cpu = weft_bench::echo::cpu::process_cpu_seconds(pid)? - before;
+        let server_sleeps = weft_bench::echo::cpu::process_sleeps(pid)? - sleeps_before;
         server.stop();
         // The server served warm-up and preload too; count every reply it sent.
         let served = report.actual_qps * (report.duration_s + 0.5) + 10_000.0;
         let server_us = server_cpu * 1e6 / served.max(1.0);
+        let server_sleeps = server_sleeps as f64 / served.max(1.0);
+        let generator_sleeps = report.generator_sleeps_per_request;
         let ratio = report.generator_cpu_us_per_request / server_us.max(1e-9);
         // Share of its core memcached kept busy while the generator measured.
         let server_busy = server_us * report.actual_qps / 1e6;
@@ -384,12 +388,12 @@ fn generator_cpu(
         };
         if args.json {
             println!(
-                "{{\"comparison\":\"generator_cpu\",\"qps\":{qps},\"actual_qps\":{:.0},\"generator_cpu_us_per_request\":{:.2},\"memcached_cpu_us_per_request\":{server_us:.2},\"ratio\":{ratio:.2},\"generator_busy\":{:.2},\"memcached_busy\":{server_busy:.2}}}",
+                "{{\"comparison\":\"generator_cpu\",\"qps\":{qps},\"actual_qps\":{:.0},\"generator_cpu_us_per_request\":{:.2},\"memcached_cpu_us_per_request\":{server_us:.2},\"ratio\":{ratio:.2},\"generator_busy\":{:.2},\"memcached_busy\":{server_busy:.2},\"generator_sleeps_per_request\":{generator_sleeps:.2},\"memcached_sleeps_per_request\":{server_sleeps:.2}}}",
                 report.actual_qps, report.generator_cpu_us_per_request, report.generator_utilisation
             );
         } else {
             println!(
-                "CPU per request at {load} (actual {:.0}): generator {:.2} us, memcached {server_us:.2} us, ratio {ratio:.2}; busy: generator {:.2}, memcached {server_busy:.2}",
+                "CPU per request at {load} (actual {:.0}): generator {:.2} us, memcached {server_us:.2} us, ratio {ratio:.2}; busy: generator {:.2}, memcached {server_busy:.2}; sleeps per request: generator {generator_sleeps:.2}, memcached {server_sleeps:.2}",
                 report.actual_qps, report.generator_cpu_us_per_request, report.generator_utilisation
             );
         }

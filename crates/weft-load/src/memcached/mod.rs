@@ -159,6 +159,10 @@ pub struct Report {
     pub generator_threads: usize,
     pub generator_cpu_seconds: f64,
     pub generator_cpu_us_per_request: f64,
+    /// Times the generator's threads went to sleep in the counted window, per reply: on a VM
+    /// each costs a wake-up that may be dearer than a request (`weft bench load` measures it).
+    #[serde(default)]
+    pub generator_sleeps_per_request: f64,
     /// Share of the generator's cores it kept busy during the counted window.
     pub generator_utilisation: f64,
     /// True when the generator itself was (nearly) saturated: the figures may understate the
@@ -246,9 +250,11 @@ fn run_on_cluster(config: &Config, addr: SocketAddr) -> anyhow::Result<Report> {
     // Measure the generator's CPU over the counted window only.
     let _ = weft::sleep_until(plan.count_from);
     let cpu_before = cpu::process_cpu_time();
+    let sleeps_before = cpu::process_sleeps();
     let wall_before = Instant::now();
     let _ = weft::sleep_until(plan.end);
     let cpu_used = cpu::process_cpu_time() - cpu_before;
+    let sleeps = cpu::process_sleeps() - sleeps_before;
     let wall = wall_before.elapsed();
     for f in fibers {
         let _ = f.join();
@@ -272,6 +278,7 @@ fn run_on_cluster(config: &Config, addr: SocketAddr) -> anyhow::Result<Report> {
         generator_threads: config.threads,
         generator_cpu_seconds: cpu_used.as_secs_f64(),
         generator_cpu_us_per_request: cpu_used.as_secs_f64() * 1e6 / total.replies.max(1) as f64,
+        generator_sleeps_per_request: sleeps as f64 / total.replies.max(1) as f64,
         generator_utilisation: utilisation,
         generator_saturated: utilisation > cpu::SATURATED,
     })
