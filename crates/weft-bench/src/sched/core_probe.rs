@@ -78,6 +78,27 @@ pub fn round_trip_ns(a: usize, b: usize) -> Option<f64> {
     (pinned && echo_pinned).then(|| elapsed.as_secs_f64() * 1e9 / trips as f64)
 }
 
+/// A round trip above this is the "far" placement (between the two modes seen on this VM;
+/// `benches/targets_summary.py` uses the same threshold).
+pub const FAR_NS: f64 = 150.0;
+
+/// The placement probes taken around one measurement say it saw: `"near"` or `"far"` when
+/// they agree, `"mixed"` when the host moved the vCPUs in between, `"unknown"` without probes.
+pub fn placement(probes: &[Option<f64>]) -> &'static str {
+    let mut kinds = probes.iter().map(|p| p.map(|ns| ns > FAR_NS));
+    match kinds.next() {
+        Some(Some(first)) if kinds.all(|k| k == Some(first)) => {
+            if first {
+                "far"
+            } else {
+                "near"
+            }
+        }
+        Some(Some(_)) => "mixed",
+        _ => "unknown",
+    }
+}
+
 /// Pins the calling thread to `cpu`; `false` when the kernel refuses.
 fn pin_to(cpu: usize) -> bool {
     // Beyond the set's size `CPU_SET` has no bit to set.
@@ -105,5 +126,15 @@ mod tests {
             assert!(ns > 1.0 && ns < 1e5, "{ns} ns");
         }
         assert_eq!(round_trip_ns(0, libc::CPU_SETSIZE as usize), None);
+    }
+
+    #[test]
+    fn placement_needs_every_probe_to_agree() {
+        assert_eq!(placement(&[Some(66.0), Some(71.0)]), "near");
+        assert_eq!(placement(&[Some(330.0), Some(341.0)]), "far");
+        assert_eq!(placement(&[Some(66.0), Some(341.0)]), "mixed");
+        assert_eq!(placement(&[Some(66.0), None]), "mixed");
+        assert_eq!(placement(&[None, Some(66.0)]), "unknown");
+        assert_eq!(placement(&[]), "unknown");
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
+use weft_bench::sched::core_probe;
 use weft_load::experiment::process::{self, Running};
 use weft_load::latency::Recorder;
 
@@ -229,7 +230,11 @@ fn memcached_vs_memcaslap(
     let load_cpu = process::server_and_load_cpus().1;
     let limit = Duration::from_secs_f64(args.duration + 60.0);
     let (mut slap_rates, mut weft_rates) = (Vec::new(), Vec::new());
+    // Each pair runs back to back between two probes of the host's vCPU placement, which on
+    // this VM moves either generator's rate by far more than 10 % (see `core_probe`).
+    let mut pairs: Vec<(&'static str, f64)> = Vec::new();
     for _ in 0..args.runs {
+        let before = core_probe::round_trip_ns(0, 1);
         // memcaslap's default mix is 9 gets : 1 set; -X fixes the value size.
         let out = process::run_to_end(
             slap,
@@ -255,9 +260,14 @@ fn memcached_vs_memcaslap(
             .nth(1)
             .and_then(|v| v.parse::<f64>().ok())
             .with_context(|| format!("no TPS in memcaslap's output: {out}"))?;
-        slap_rates.push(tps);
         let report = weft_memcached(exe, port, args, 0.0, load_cpu, interrupted)?;
+        let after = core_probe::round_trip_ns(0, 1);
+        slap_rates.push(tps);
         weft_rates.push(report.actual_qps);
+        pairs.push((
+            core_probe::placement(&[before, after]),
+            (report.actual_qps - tps) / tps * 100.0,
+        ));
     }
     server.stop();
     report_pair(
@@ -268,7 +278,42 @@ fn memcached_vs_memcaslap(
         "weft load memcached",
         &mut weft_rates,
     );
+    report_pairs_by_placement(args, "memcached_closed_loop", &pairs);
     Ok(())
+}
+
+/// The median difference of the pairs run within one host placement ("near" or "far"): the
+/// like-for-like figure when the host moved the vCPUs during the series.
+fn report_pairs_by_placement(args: &LoadBenchArgs, name: &str, pairs: &[(&'static str, f64)]) {
+    for kind in ["near", "far"] {
+        let mut diffs: Vec<f64> = pairs
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .map(|&(_, d)| d)
+            .collect();
+        if diffs.is_empty() {
+            continue;
+        }
+        let n = diffs.len();
+        let (median_pct, min_pct, max_pct) =
+            weft_load::experiment::output::median_min_max(&mut diffs);
+        if args.json {
+            println!(
+                "{{\"comparison\":\"{name}_pairs\",\"placement\":\"{kind}\",\"pairs\":{n},\"difference_pct\":{median_pct:.1},\"min_pct\":{min_pct:.1},\"max_pct\":{max_pct:.1}}}"
+            );
+        } else {
+            println!(
+                "{name}: {n} pair(s) run in the {kind} placement: difference {median_pct:+.1}% (median; {min_pct:+.1}% to {max_pct:+.1}%)"
+            );
+        }
+    }
+    let mixed = pairs
+        .iter()
+        .filter(|(k, _)| !matches!(*k, "near" | "far"))
+        .count();
+    if mixed > 0 && !args.json {
+        println!("{name}: {mixed} pair(s) saw the host move the vCPUs (or could not probe): not in the per-placement figures");
+    }
 }
 
 fn weft_memcached(
