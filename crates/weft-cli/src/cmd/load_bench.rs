@@ -396,8 +396,8 @@ fn generator_cpu(
     work: &Path,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<()> {
-    let (server_cpu, load_cpu) = process::server_and_load_cpus();
-    match weft_bench::wake_cost::measure(load_cpu.unwrap_or(1), server_cpu.unwrap_or(0)) {
+    let (server_core, load_cpu) = process::server_and_load_cpus();
+    match weft_bench::wake_cost::measure(load_cpu.unwrap_or(1), server_core.unwrap_or(0)) {
         Ok(cost) if args.json => {
             let mut line = serde_json::to_value(cost)?;
             line["comparison"] = "wake_cost".into();
