@@ -41,13 +41,6 @@ pub struct FilesReport {
     pub server_cpu_us_per_request: f64,
 }
 
-fn thread_cpu_seconds() -> f64 {
-    // SAFETY: a valid clock id and a local timespec.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
-
 const WARMUP: Duration = Duration::from_millis(300);
 
 /// Runs one measurement.
@@ -97,29 +90,31 @@ pub fn run(p: &FilesParams) -> io::Result<FilesReport> {
     let stop = Arc::new(AtomicBool::new(false));
     let counted = Arc::new(AtomicU64::new(0));
     let window_start = Instant::now() + WARMUP;
-    let clients: Vec<_> = (0..p.connections)
-        .map(|_| {
-            let (stop, counted) = (stop.clone(), counted.clone());
-            std::thread::spawn(move || -> io::Result<f64> {
-                let mut s = std::net::TcpStream::connect(addr)?;
-                s.set_nodelay(true)?;
-                let mut buf = vec![0u8; size];
-                let mut cpu_at_start = None;
-                while !stop.load(Ordering::Relaxed) {
-                    s.write_all(b"g")?;
-                    s.read_exact(&mut buf)?;
-                    if Instant::now() >= window_start {
-                        if cpu_at_start.is_none() {
-                            cpu_at_start = Some(thread_cpu_seconds());
-                        } else {
-                            counted.fetch_add(1, Ordering::Relaxed);
+    let clients: Vec<_> =
+        (0..p.connections)
+            .map(|_| {
+                let (stop, counted) = (stop.clone(), counted.clone());
+                std::thread::spawn(move || -> io::Result<f64> {
+                    let mut s = std::net::TcpStream::connect(addr)?;
+                    s.set_nodelay(true)?;
+                    let mut buf = vec![0u8; size];
+                    let mut cpu_at_start = None;
+                    while !stop.load(Ordering::Relaxed) {
+                        s.write_all(b"g")?;
+                        s.read_exact(&mut buf)?;
+                        if Instant::now() >= window_start {
+                            if cpu_at_start.is_none() {
+                                cpu_at_start = Some(cpu::thread_cpu_seconds());
+                            } else {
+                                counted.fetch_add(1, Ordering::Relaxed);
+                            }
                         }
                     }
-                }
-                Ok(thread_cpu_seconds() - cpu_at_start.unwrap_or_else(thread_cpu_seconds))
+                    Ok(cpu::thread_cpu_seconds()
+                        - cpu_at_start.unwrap_or_else(cpu::thread_cpu_seconds))
+                })
             })
-        })
-        .collect();
+            .collect();
     std::thread::sleep(window_start.saturating_duration_since(Instant::now()));
     let cpu_start = cpu::process_cpu_seconds(std::process::id())?;
     let t0 = Instant::now();

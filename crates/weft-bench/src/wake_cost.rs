@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::echo::cpu::pin_current_thread;
+use crate::echo::cpu::{pin_current_thread, thread_cpu_seconds};
 
 /// Wake cycles per measurement: ~0.2 s each at the default gap.
 const WAKES: u32 = 2_000;
@@ -57,15 +57,15 @@ fn timer_wakes() -> io::Result<(f64, f64)> {
     if unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    let cpu_start = thread_cpu();
+    let cpu_start = thread_cpu_seconds();
     let mut late = Duration::ZERO;
     for _ in 0..WAKES {
         let due = Instant::now() + GAP;
         std::thread::sleep(GAP);
         late += Instant::now().saturating_duration_since(due);
     }
-    let cpu = thread_cpu() - cpu_start;
-    Ok((per_wake_us(cpu), per_wake_us(late)))
+    let cpu = thread_cpu_seconds() - cpu_start;
+    Ok((per_wake_us(cpu), per_wake_us(late.as_secs_f64())))
 }
 
 /// CPU µs per wake of a thread on `cpu` that a thread on `other` wakes every [`GAP`].
@@ -74,17 +74,17 @@ fn remote_wakes(cpu: usize, other: usize) -> io::Result<f64> {
     let done = Arc::new(AtomicBool::new(false));
     let sleeper = {
         let (woken, done) = (woken.clone(), done.clone());
-        std::thread::Builder::new().name("wake-cost".into()).spawn(
-            move || -> io::Result<Duration> {
+        std::thread::Builder::new()
+            .name("wake-cost".into())
+            .spawn(move || -> io::Result<f64> {
                 pin_current_thread(cpu)?;
-                let start = thread_cpu();
+                let start = thread_cpu_seconds();
                 while !done.load(Ordering::Acquire) {
                     std::thread::park();
                     woken.fetch_add(1, Ordering::Release);
                 }
-                Ok(thread_cpu() - start)
-            },
-        )?
+                Ok(thread_cpu_seconds() - start)
+            })?
     };
     let waker = on_thread({
         let thread = sleeper.thread().clone();
@@ -105,7 +105,7 @@ fn remote_wakes(cpu: usize, other: usize) -> io::Result<f64> {
         .map_err(|_| io::Error::other("wake-cost sleeper panicked"))??;
     waker?;
     let wakes = woken.load(Ordering::Acquire).max(1);
-    Ok(cpu_time.as_secs_f64() * 1e6 / wakes as f64)
+    Ok(cpu_time * 1e6 / wakes as f64)
 }
 
 /// Runs `f` on a fresh thread (so pinning and timer slack do not leak to the caller).
@@ -119,34 +119,13 @@ fn on_thread<T: Send + 'static>(
         .map_err(|_| io::Error::other("wake-cost thread panicked"))?
 }
 
-fn per_wake_us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6 / f64::from(WAKES)
-}
-
-/// This thread's CPU time so far.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec we own; the clock id is a constant the kernel knows.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+fn per_wake_us(seconds: f64) -> f64 {
+    seconds * 1e6 / f64::from(WAKES)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_busy_loop_shows_up_in_thread_cpu_time() {
-        let start = thread_cpu();
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_millis(20) {
-            std::hint::black_box(0u64);
-        }
-        assert!(thread_cpu() - start >= Duration::from_millis(10));
-    }
 
     #[test]
     fn both_wakes_are_measured_and_plausible() {

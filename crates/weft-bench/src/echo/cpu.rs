@@ -41,6 +41,17 @@ pub fn process_cpu_seconds(pid: u32) -> io::Result<f64> {
     Ok((ticks(11)? + ticks(12)?) / hz)
 }
 
+/// CPU seconds the calling thread has used (exact: `CLOCK_THREAD_CPUTIME_ID`).
+pub fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec we own; the clock id is a constant the kernel knows.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 /// How many times process `pid`'s threads have gone to sleep (voluntary context switches,
 /// summed over `/proc/<pid>/task/*/status`; threads that have exited are not counted).
 pub fn process_sleeps(pid: u32) -> io::Result<u64> {
@@ -62,6 +73,16 @@ pub fn process_sleeps(pid: u32) -> io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_loop_shows_up_in_thread_cpu_time() {
+        let start = thread_cpu_seconds();
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_millis(20) {
+            std::hint::black_box(0u64);
+        }
+        assert!(thread_cpu_seconds() - start >= 0.010);
+    }
 
     #[test]
     fn a_sleeping_thread_is_counted() {
