@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the side-by-side comparisons of the issues' targets, one after the other, and keeps
-# what each printed under docs/bench/ (the tables in docs/BENCHMARKS.md quote these files):
+# what each printed under docs/bench/, in files named with the run's UTC date and time
+# (NAME-YYYY-MM-DD-HHMM.EXT, one STAMP per invocation), so a new run never overwrites the
+# records older paragraphs of docs/BENCHMARKS.md quote. The NAMEs:
 #   servers-memcached.txt  weft bench memcached (weft memcached vs memcached -t 1)
 #   servers-memcached-capped.txt  the same with both servers capped at 40 % of their core (root)
 #   servers-memory.txt     weft bench memory (RSS under -m 64)
@@ -24,66 +26,69 @@ cargo build --release -q -p weft-cli --bin weft
 WEFT=${CARGO_TARGET_DIR:-target}/release/weft
 OUT=docs/bench
 mkdir -p "$OUT"
+STAMP=${STAMP:-$(date -u '+%Y-%m-%d-%H%M')}
+# The record NAME.EXT of this run: docs/bench/NAME-STAMP.EXT.
+rec() { echo "$OUT/${1%.*}-$STAMP.${1##*.}"; }
 stamp() { echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), $*"; }
 
 run_memcached() {
     { stamp "weft bench memcached --runs 5"; "$WEFT" bench memcached --runs 5; } |
-        tee "$OUT/servers-memcached.txt"
+        tee "$(rec servers-memcached.txt)"
 }
 run_memcached_capped() {
     { stamp "weft bench memcached --server-cpu-pct 40 --runs 5"
       "$WEFT" bench memcached --server-cpu-pct 40 --runs 5; } |
-        tee "$OUT/servers-memcached-capped.txt"
+        tee "$(rec servers-memcached-capped.txt)"
 }
 run_memory() {
-    { stamp "weft bench memory"; "$WEFT" bench memory; } | tee "$OUT/servers-memory.txt"
+    { stamp "weft bench memory"; "$WEFT" bench memory; } | tee "$(rec servers-memory.txt)"
 }
 run_http() {
     { stamp "weft bench http --repeat 3 --duration 5"; "$WEFT" bench http --repeat 3 --duration 5; } |
-        tee "$OUT/servers-http.txt"
+        tee "$(rec servers-http.txt)"
 }
 run_http_capped() {
     { stamp "weft bench http --server-cpu-pct 40 --repeat 3 --duration 5"
       "$WEFT" bench http --server-cpu-pct 40 --repeat 3 --duration 5; } |
-        tee "$OUT/servers-http-capped.txt"
+        tee "$(rec servers-http-capped.txt)"
 }
 run_echo_capped() {
-    : >"$OUT/servers-echo-capped.jsonl"
+    : >"$(rec servers-echo-capped.jsonl)"
     for pct in 70 40; do
         for _ in 1 2 3; do
             for backend in uring epoll tokio; do
                 "$WEFT" bench echo --backend "$backend" --connections 1000 --message-size 64 \
                     --duration 5 --server-cpu-pct "$pct" --json |
-                    tee -a "$OUT/servers-echo-capped.jsonl"
+                    tee -a "$(rec servers-echo-capped.jsonl)"
             done
         done
     done
 }
 run_echo() {
-    : >"$OUT/servers-echo.jsonl"
+    : >"$(rec servers-echo.jsonl)"
     for _ in 1 2 3 4 5; do
         for backend in uring epoll tokio; do
             "$WEFT" bench echo --backend "$backend" --connections 1000 --message-size 64 \
-                --duration 5 --json | tee -a "$OUT/servers-echo.jsonl"
+                --duration 5 --json | tee -a "$(rec servers-echo.jsonl)"
         done
     done
 }
 run_load() {
-    { stamp "weft bench load"; "$WEFT" bench load; } | tee "$OUT/servers-load.txt"
+    { stamp "weft bench load"; "$WEFT" bench load; } | tee "$(rec servers-load.txt)"
 }
 run_targets() {
-    : >"$OUT/targets.jsonl"
+    : >"$(rec targets.jsonl)"
     for _ in 1 2 3 4 5; do
         for bench in cycle yield churn; do
             for policy in lifo-stealing work-stealing ws-overflow-locked; do
                 "$WEFT" bench sched "$bench" --scheduler "$policy" --processors 2 --duration 2 \
-                    --json | tee -a "$OUT/targets.jsonl"
+                    --json | tee -a "$(rec targets.jsonl)"
             done
             "$WEFT" bench sched "$bench" --runtime tokio --processors 2 --duration 2 --json |
-                tee -a "$OUT/targets.jsonl"
+                tee -a "$(rec targets.jsonl)"
         done
     done
-    python3 benches/targets_summary.py "$OUT/targets.jsonl" | tee "$OUT/targets-summary.txt"
+    python3 benches/targets_summary.py "$(rec targets.jsonl)" | tee "$(rec targets-summary.txt)"
 }
 
 which=("$@")
