@@ -133,10 +133,16 @@ fn falls_back_to_epoll_with_one_clear_line_when_io_uring_is_refused() {
 /// The descriptor limit that leaves exactly `room` descriptors free, holes included
 /// (descriptors above a lowered limit stay open and usable).
 fn limit_leaving(room: u64) -> u64 {
-    let open: std::collections::HashSet<u64> = std::fs::read_dir("/proc/self/fd")
+    // The listing's own descriptor takes the lowest free number, which is free again after.
+    // SAFETY: F_GETFD only asks whether a descriptor number is open.
+    let listing = (0..).find(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1);
+    let mut open: std::collections::HashSet<u64> = std::fs::read_dir("/proc/self/fd")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
         .collect();
+    if let Some(fd) = listing {
+        open.remove(&(fd as u64));
+    }
     let (mut limit, mut free) = (0, 0);
     while free < room {
         if !open.contains(&limit) {
@@ -225,6 +231,63 @@ fn emfile_child(backend: IoBackend) {
         served += 1;
     }
     assert_eq!(served, CLIENTS);
+}
+
+/// Sets the soft descriptor limit; returns the old one.
+fn set_nofile_limit(limit: u64) -> u64 {
+    // SAFETY: getrlimit/setrlimit on a local struct.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut r), 0);
+        let old = r.rlim_cur;
+        r.rlim_cur = limit;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &r), 0);
+        old
+    }
+}
+
+#[test]
+fn build_fails_with_the_reason_when_a_processor_cannot_start_its_driver() {
+    match child_mode().as_deref() {
+        Some("nodriver-uring") => nodriver_child(IoBackend::Uring),
+        Some("nodriver-epoll") => nodriver_child(IoBackend::Epoll),
+        Some(_) => {}
+        None => {
+            for backend in backends() {
+                run_child(
+                    "build_fails_with_the_reason_when_a_processor_cannot_start_its_driver",
+                    &format!("nodriver-{backend}"),
+                );
+            }
+        }
+    }
+}
+
+/// `build` makes one eventfd per processor before any processor starts; each processor then
+/// needs one more descriptor for its ring or epoll. With room for the eventfds and `spare`
+/// more, `processors - spare` drivers cannot start: `build` must say why, stop the processors
+/// that did start, and leave nothing behind that breaks the next cluster.
+fn nodriver_child(backend: IoBackend) {
+    for (processors, spare) in [(1, 0), (2, 0), (2, 1)] {
+        let old = set_nofile_limit(limit_leaving(processors as u64 + spare));
+        let built = Cluster::builder()
+            .processors(processors)
+            .io(backend)
+            .build();
+        set_nofile_limit(old);
+        let err = built.expect_err("a cluster whose processors have no driver");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("cannot start its") && msg.contains("Too many open files"),
+            "{processors} processors, {spare} spare: {msg}"
+        );
+        let c = Cluster::builder()
+            .processors(processors)
+            .io(backend)
+            .build()
+            .unwrap();
+        assert_eq!(c.spawn(|| 7).join().unwrap(), 7);
+    }
 }
 
 #[test]

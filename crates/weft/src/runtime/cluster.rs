@@ -11,11 +11,11 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, Mutex, OnceLock};
+use std::sync::{mpsc, Arc, Barrier, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
 use super::idle::Idle;
-use super::processor::{self, Processor};
+use super::processor::{self, Processor, Started};
 use super::yield_queue::{self, YieldShared};
 use crate::fiber::{stack, Task};
 use crate::io::driver::Waker;
@@ -295,16 +295,18 @@ impl ClusterBuilder {
             owners: AtomicUsize::new(1),
         });
         let start = Arc::new(Barrier::new(processors + 1));
+        let (started_tx, started_rx) = mpsc::channel();
         let mut handles = Vec::with_capacity(processors);
         for (index, lane) in lanes.into_iter().enumerate() {
             let local = policy.clone().local(index);
             let cluster = shared.clone();
             let gate = start.clone();
+            let started = started_tx.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("weft-{}-{index}", shared.name))
                 .spawn(move || {
                     gate.wait();
-                    Processor::run(index, cluster, local, lane);
+                    Processor::run(index, cluster, local, lane, started);
                 });
             match spawned {
                 Ok(h) => handles.push(h),
@@ -331,8 +333,40 @@ impl ClusterBuilder {
                 }
             }
         }
+        drop(started_tx);
         *shared.handles.lock().unwrap_or_else(|p| p.into_inner()) = handles;
         start.wait();
+        // Every processor reports whether its I/O driver started (a ring or an epoll needs a
+        // descriptor, and the process may be at its limit). One that failed has returned; the
+        // others are stopped, so the caller gets the error instead of a cluster that never runs
+        // what is queued on the missing processor.
+        let mut failed = None;
+        for _ in 0..processors {
+            match started_rx.recv() {
+                Ok(Started { driver: Ok(()), .. }) => {}
+                Ok(Started {
+                    index,
+                    driver: Err(e),
+                }) => {
+                    failed.get_or_insert_with(|| {
+                        io::Error::new(
+                            e.kind(),
+                            format!("processor {index} cannot start its {io} driver: {e}"),
+                        )
+                    });
+                }
+                Err(_) => {
+                    failed.get_or_insert_with(|| {
+                        io::Error::other("a processor thread exited before it started")
+                    });
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failed {
+            shared.stop();
+            return Err(e);
+        }
         Ok(Cluster { shared })
     }
 }

@@ -18,7 +18,9 @@
 //! - the processor touches a fiber's coroutine only while it holds the fiber's `Task`.
 
 use std::cell::{Cell, RefCell};
+use std::io;
 use std::ptr;
+use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -37,6 +39,12 @@ const YIELD_CHECK_INTERVAL: u64 = 31;
 const TIMER_CHECK_INTERVAL: u64 = 16;
 /// Rounds of stealing before an idle processor goes to sleep.
 const SEARCH_ROUNDS: u32 = 64;
+
+/// What a processor thread reports once it has tried to build its I/O driver.
+pub(crate) struct Started {
+    pub(crate) index: usize,
+    pub(crate) driver: io::Result<()>,
+}
 
 pub(crate) struct Processor {
     pub(crate) index: usize,
@@ -99,22 +107,35 @@ pub(crate) fn current() -> *const Processor {
 
 impl Processor {
     /// The body of a processor thread; returns when the cluster stops and no work is left.
+    ///
+    /// It first builds its I/O driver and reports the outcome on `started`; if that fails it
+    /// returns at once, and `ClusterBuilder::build` stops the others and returns the error.
     pub(crate) fn run(
         index: usize,
         cluster: Arc<ClusterShared>,
         local: Box<dyn LocalQueue>,
         yield_lane: YieldLane,
+        started: Sender<Started>,
     ) {
         fiber::overflow::install_handler();
         let _alt_stack = fiber::overflow::AltStack::ensure();
         // Built here, not in `ClusterBuilder::build`: a single-issuer ring belongs to the thread
         // that creates it.
-        let driver = Driver::new(cluster.io, cluster.wakers[index].clone()).unwrap_or_else(|e| {
-            panic!(
-                "weft: processor {index} cannot start its {} driver: {e}",
-                cluster.io
-            )
+        let driver = match Driver::new(cluster.io, cluster.wakers[index].clone()) {
+            Ok(driver) => driver,
+            Err(e) => {
+                let _ = started.send(Started {
+                    index,
+                    driver: Err(e),
+                });
+                return;
+            }
+        };
+        let _ = started.send(Started {
+            index,
+            driver: Ok(()),
         });
+        drop(started);
         let processor = Processor {
             index,
             cluster,
