@@ -8,8 +8,9 @@
 //!
 //! weft maps every stack with a guard page, two kernel memory mappings per fiber, so N
 //! sleepers need `vm.max_map_count` above 2N plus what the process already has. This module
-//! raises it to `4 * N + 65536` when it is lower and the process may write
-//! `/proc/sys/vm/max_map_count` (root), and says so on stderr when it cannot.
+//! raises it to `4 * N + 65536` for the run when it is lower and the process may write
+//! `/proc/sys/vm/max_map_count` (root), puts the old value back when the run is over, and says
+//! so on stderr either way.
 
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,19 +37,49 @@ fn parse_vm_rss(status: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Makes sure `vm.max_map_count` allows `fibers` stacks; returns a note when it does not.
-fn ensure_map_count(fibers: usize) -> Option<String> {
-    let wanted = 4 * fibers as u64 + 65_536;
-    let current: u64 = std::fs::read_to_string(MAX_MAP_COUNT)
+/// `vm.max_map_count` raised for one run: the old value goes back when this is dropped.
+struct RaisedMapCount {
+    previous: u64,
+}
+
+impl Drop for RaisedMapCount {
+    fn drop(&mut self) {
+        match std::fs::write(MAX_MAP_COUNT, self.previous.to_string()) {
+            Ok(()) => eprintln!("note: vm.max_map_count back to {}", self.previous),
+            Err(e) => eprintln!(
+                "note: could not put vm.max_map_count back to {} ({e})",
+                self.previous
+            ),
+        }
+    }
+}
+
+/// The `vm.max_map_count` that `fibers` stacks need (two mappings each, doubled for headroom,
+/// plus the default limit for everything else).
+fn map_count_for(fibers: usize) -> u64 {
+    4 * fibers as u64 + 65_536
+}
+
+/// Makes sure `vm.max_map_count` allows `fibers` stacks for as long as the returned guard
+/// lives; the note says why it could not.
+fn ensure_map_count(fibers: usize) -> (Option<RaisedMapCount>, Option<String>) {
+    let wanted = map_count_for(fibers);
+    let Some(current) = std::fs::read_to_string(MAX_MAP_COUNT)
         .ok()
-        .and_then(|s| s.trim().parse().ok())?;
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    else {
+        return (None, None);
+    };
     if current >= wanted {
-        return None;
+        return (None, None);
     }
     match std::fs::write(MAX_MAP_COUNT, wanted.to_string()) {
         Ok(()) => {
-            eprintln!("note: raised vm.max_map_count from {current} to {wanted} for {fibers} fiber stacks");
-            None
+            eprintln!(
+                "note: raised vm.max_map_count from {current} to {wanted} for {fibers} fiber \
+                 stacks, for this run"
+            );
+            (Some(RaisedMapCount { previous: current }), None)
         }
         Err(e) => {
             let note = format!(
@@ -57,7 +88,7 @@ fn ensure_map_count(fibers: usize) -> Option<String> {
                  `sysctl -w vm.max_map_count={wanted}`, or use fewer --fibers"
             );
             eprintln!("note: {note}");
-            Some(note)
+            (None, Some(note))
         }
     }
 }
@@ -76,7 +107,9 @@ fn per_fiber(before: u64, after: u64, n: usize) -> f64 {
 
 pub(super) fn weft(setup: &Setup) -> io::Result<Measured> {
     let n = setup.fibers;
-    let note = ensure_map_count(n);
+    // Declared before the cluster, so dropped after it: the limit goes back only once every
+    // stack of this run is unmapped or pooled.
+    let (_raised, note) = ensure_map_count(n);
     let cluster = harness::weft_cluster(setup)?;
     let asleep = Arc::new(AtomicUsize::new(0));
     let before = rss_bytes()?;
@@ -165,6 +198,12 @@ mod tests {
         let status = "Name:\tx\nVmPeak:\t  9 kB\nVmRSS:\t    1234 kB\nThreads: 3\n";
         assert_eq!(parse_vm_rss(status), Some(1234 * 1024));
         assert_eq!(parse_vm_rss("Name: x\n"), None);
+    }
+
+    #[test]
+    fn map_count_leaves_room_for_two_mappings_per_stack_and_the_default() {
+        assert_eq!(map_count_for(0), 65_536);
+        assert_eq!(map_count_for(100_000), 465_536);
     }
 
     #[test]
