@@ -153,25 +153,39 @@ fn limit_leaving(room: u64) -> u64 {
     limit
 }
 
+/// For a test that runs its body once per backend, each in a child process (mode
+/// `{prefix}-{backend}`): in the parent, runs the children and returns each one's stderr; in
+/// one of those children, runs `body` on its backend and returns nothing.
+fn per_backend_in_child(name: &str, prefix: &str, body: fn(IoBackend)) -> Vec<(IoBackend, String)> {
+    match child_mode() {
+        Some(mode) => {
+            for backend in [IoBackend::Uring, IoBackend::Epoll] {
+                if mode == format!("{prefix}-{backend}") {
+                    body(backend);
+                }
+            }
+            Vec::new()
+        }
+        None => backends()
+            .into_iter()
+            .map(|backend| (backend, run_child(name, &format!("{prefix}-{backend}"))))
+            .collect(),
+    }
+}
+
 #[test]
 fn accept_survives_running_out_of_descriptors() {
-    match child_mode().as_deref() {
-        Some("emfile-uring") => emfile_child(IoBackend::Uring),
-        Some("emfile-epoll") => emfile_child(IoBackend::Epoll),
-        Some(_) => {}
-        None => {
-            for backend in backends() {
-                let stderr = run_child(
-                    "accept_survives_running_out_of_descriptors",
-                    &format!("emfile-{backend}"),
-                );
-                assert_eq!(
-                    stderr.matches("weft: accept on").count(),
-                    1,
-                    "{backend}: {stderr}"
-                );
-            }
-        }
+    let children = per_backend_in_child(
+        "accept_survives_running_out_of_descriptors",
+        "emfile",
+        emfile_child,
+    );
+    for (backend, stderr) in children {
+        assert_eq!(
+            stderr.matches("weft: accept on").count(),
+            1,
+            "{backend}: {stderr}"
+        );
     }
 }
 
@@ -186,14 +200,7 @@ fn emfile_child(backend: IoBackend) {
     let mut clients: Vec<_> = (0..CLIENTS)
         .map(|_| std::net::TcpStream::connect(addr).unwrap())
         .collect();
-    // SAFETY: setrlimit on a local struct.
-    unsafe {
-        let mut r: libc::rlimit = std::mem::zeroed();
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
-        // read_dir's own descriptor is closed again by now.
-        r.rlim_cur = limit_leaving(ROOM);
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &r), 0);
-    }
+    set_nofile_limit(limit_leaving(ROOM));
     let c2 = c.clone();
     c.spawn(move || loop {
         let (mut s, _) = listener.accept().unwrap();
@@ -248,19 +255,11 @@ fn set_nofile_limit(limit: u64) -> u64 {
 
 #[test]
 fn build_fails_with_the_reason_when_a_processor_cannot_start_its_driver() {
-    match child_mode().as_deref() {
-        Some("nodriver-uring") => nodriver_child(IoBackend::Uring),
-        Some("nodriver-epoll") => nodriver_child(IoBackend::Epoll),
-        Some(_) => {}
-        None => {
-            for backend in backends() {
-                run_child(
-                    "build_fails_with_the_reason_when_a_processor_cannot_start_its_driver",
-                    &format!("nodriver-{backend}"),
-                );
-            }
-        }
-    }
+    per_backend_in_child(
+        "build_fails_with_the_reason_when_a_processor_cannot_start_its_driver",
+        "nodriver",
+        nodriver_child,
+    );
 }
 
 /// `build` makes one eventfd per processor before any processor starts; each processor then
