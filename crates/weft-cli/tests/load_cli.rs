@@ -83,6 +83,52 @@ fn fileset_then_static_experiment_writes_results_and_plots() {
     std::fs::remove_dir_all(&out_dir).unwrap();
 }
 
+/// The README's main command writes to `weft-results`, a relative directory: the servers must
+/// still find their files (nginx resolves relative paths against its own prefix, not ours).
+#[test]
+fn static_experiment_with_relative_paths_measures_nginx_too() {
+    if weft_load::experiment::process::find_program("nginx").is_none() {
+        eprintln!("nginx not installed: skipped (apt-get install nginx)");
+        return;
+    }
+    let cwd = temp("relative");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let out = weft()
+        .current_dir(&cwd)
+        .args(["experiment", "static", "--runs", "1"])
+        .args([
+            "--rates",
+            "100:100:100",
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0.1",
+            "--fileset-scale",
+            "0.002",
+            "--out",
+            "results",
+            "--fileset",
+            "files",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for server in ["weft", "nginx"] {
+        assert!(
+            stdout.contains(&format!("| static files | {server} | 100 |")),
+            "{server} missing: {stdout}"
+        );
+    }
+    assert!(cwd.join("results").join("results.csv").is_file());
+    assert!(cwd.join("files").join("weft-fileset.tsv").is_file());
+    std::fs::remove_dir_all(&cwd).unwrap();
+}
+
 /// Pids of the running children of `parent`, from /proc.
 fn children_of(parent: u32) -> Vec<u32> {
     let mut kids = Vec::new();

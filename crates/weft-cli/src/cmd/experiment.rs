@@ -91,10 +91,20 @@ pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
+    // Absolute paths from here on: the servers get them in flags and config files, and nginx
+    // reads relative ones against its own prefix (/usr/share/nginx), not our directory.
+    let absolute = |p: &std::path::Path| {
+        std::path::absolute(p).with_context(|| format!("resolving {}", p.display()))
+    };
+    let out = absolute(&args.out)?;
+    let fileset = match &args.fileset {
+        Some(f) => absolute(f)?,
+        None => out.join("fileset"),
+    };
     let settings = Settings {
-        fileset: args.fileset.unwrap_or_else(|| args.out.join("fileset")),
+        fileset,
         fileset_scale: args.fileset_scale.unwrap_or(if quick { 0.01 } else { 0.1 }),
-        out: args.out,
+        out,
         runs,
         rates: args.rates,
         duration,
