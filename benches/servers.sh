@@ -10,6 +10,7 @@
 #   servers-http-capped.txt  the same with both servers capped at 40 % of their core (root:
 #                          a cgroup CPU quota), so that they, not the one load core, saturate
 #   servers-echo.jsonl     weft bench echo at 1,000 connections: uring, epoll, tokio, alternating
+#   servers-echo-summary.txt  their ratios to tokio per round, split by the host's vCPU placement
 #   servers-echo-capped.jsonl  the same with the server capped at 70 % and at 40 % of its core (root)
 #   servers-load.txt       weft bench load (the generators against wrk / memcaslap; their CPU)
 #   targets.jsonl          cycle, yield, churn at 2 processors: best policies and tokio, alternating
@@ -72,6 +73,7 @@ run_echo() {
                 --duration 5 --json | tee -a "$(rec servers-echo.jsonl)"
         done
     done
+    python3 benches/echo_summary.py "$(rec servers-echo.jsonl)" | tee "$(rec servers-echo-summary.txt)"
 }
 run_load() {
     { stamp "weft bench load"; "$WEFT" bench load; } | tee "$(rec servers-load.txt)"
