@@ -133,7 +133,8 @@ impl DriverShared {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PollMode {
     /// Fibers are runnable: reap what is ready without a syscall where possible; submit the
-    /// batched operations only when a batch is due.
+    /// batched operations, and run the kernel's pending completion work, only when a batch is
+    /// due, so the runnable fibers go first and completions are reaped in batches.
     Busy,
     /// The run queue is empty and the processor will search (steal) before it sleeps: submit
     /// the batch now, so it does not wait out the search, and ask the kernel for what is ready

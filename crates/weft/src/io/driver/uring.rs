@@ -260,8 +260,15 @@ impl Uring {
                 PollMode::BeforePark => false,
             };
             // Completions whose task work is pending (`taskrun`) or that overflowed reach the
-            // queue only through an enter; that enter submits the batch too, for free.
-            (due && pending > 0) || pending >= SUBMIT_BATCH || sq.taskrun() || sq.cq_overflow()
+            // queue only through an enter; that enter submits the batch too, for free. A busy
+            // processor looks at `taskrun` only on its submission rounds: the fibers it already
+            // has run first, and the completions that came meanwhile are reaped together (on
+            // the loaded echo server, 0.17–0.21 enters per request instead of 0.29–0.33).
+            let reap = due || mode == PollMode::BeforePark;
+            (due && pending > 0)
+                || pending >= SUBMIT_BATCH
+                || (reap && sq.taskrun())
+                || sq.cq_overflow()
         };
         if need_enter {
             let _ = self.ring.borrow().submit();
