@@ -6,8 +6,9 @@
 //! (steals) for a while, then sleeps through the [`super::idle`] protocol.
 //!
 //! I/O: each processor owns an I/O driver ([`crate::io::driver`]). Every round it reaps
-//! completions without blocking (cheap for io_uring: a flag and two loads; epoll looks every few
-//! rounds), waking the fibers onto this processor's queue; when the run queue empties it submits
+//! completions without blocking (cheap for io_uring: two loads, and the kernel's pending
+//! completion work is run every few rounds; epoll looks every few rounds), waking the fibers
+//! onto this processor's queue; when the run queue empties it submits
 //! the batched SQEs and reaps again; and it sleeps *in* the driver (`io_uring_enter` /
 //! `epoll_wait`), bounded by its earliest timer and ended early by its eventfd waker.
 //!

@@ -8,7 +8,7 @@
 //!    its submission lock. `DEFER_TASKRUN` runs completion work only when we ask for events, so
 //!    the processor is never interrupted by task-work IPIs in the middle of running fibers; the
 //!    completions are reaped at our batching points instead. `TASKRUN_FLAG` sets
-//!    `IORING_SQ_TASKRUN` when such work is pending, so the per-round poll is a flag load and
+//!    `IORING_SQ_TASKRUN` when such work is pending, so the poll is a flag load and
 //!    costs a syscall only when there is something to reap. `SUBMIT_ALL` keeps a bad SQE from
 //!    stranding the rest of a batch (they belong to other fibers).
 //! 2. `COOP_TASKRUN | TASKRUN_FLAG | SUBMIT_ALL` (5.19+): the same batching without the
@@ -31,6 +31,10 @@
 //! the submission queue is full, or as part of the sleeping `io_uring_enter`. A processor that
 //! goes straight from an empty run queue to sleep ([`PollMode::BeforePark`]) leaves the whole
 //! batch to that sleeping enter: one syscall submits, reaps what completed inline, and waits.
+//! Completions go the same way: every round reaps what the completion queue holds (loads only),
+//! but the kernel's pending completion work (`IORING_SQ_TASKRUN`) is run by an enter only when
+//! the run queue empties or on a submission round, so a loaded processor runs the fibers it has
+//! and then reaps everything that completed meanwhile in one enter.
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::io;
