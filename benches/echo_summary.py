@@ -8,11 +8,10 @@ every run of the round saw one host placement, probed before and after (see
 targets_summary.py); the summary then gives them per placement.
 """
 import json
-import statistics
 import sys
 from collections import defaultdict
 
-from targets_summary import placement, probes
+from targets_summary import placement, probes, spread
 
 
 def rounds_of(recs):
@@ -53,10 +52,7 @@ def main(path):
         print(f"round {n} [{mode}] {', '.join(ratios)}: {line}")
     print()
     for (backend, mode), ratios in sorted(by_mode.items()):
-        print(
-            f"{backend:5} / tokio {mode:5} rounds {len(ratios)}: min {min(ratios):.2f}x "
-            f"median {statistics.median(ratios):.2f}x max {max(ratios):.2f}x"
-        )
+        print(f"{backend:5} / tokio {mode:5} {spread(ratios)}")
 
 
 if __name__ == "__main__":

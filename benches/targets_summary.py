@@ -33,6 +33,14 @@ def probes(rec):
     return "/".join(f"{v:.0f}" for v in ns if v is not None) + " ns"
 
 
+def spread(ratios):
+    """The rounds' count and their ratios' min, median and max, as printed by both summaries."""
+    return (
+        f"rounds {len(ratios)}: min {min(ratios):.2f}x "
+        f"median {statistics.median(ratios):.2f}x max {max(ratios):.2f}x"
+    )
+
+
 def main(path):
     with open(path) as f:
         recs = [json.loads(line) for line in f if line.startswith("{")]
@@ -63,10 +71,7 @@ def main(path):
             print(f"{bench:6} round {rnd + 1} [mixed placement, no ratio]: {line}")
     print()
     for (bench, mode), ratios in sorted(by_mode.items()):
-        print(
-            f"{bench:6} {mode:5} rounds {len(ratios)}: best weft / tokio "
-            f"min {min(ratios):.2f}x median {statistics.median(ratios):.2f}x max {max(ratios):.2f}x"
-        )
+        print(f"{bench:6} {mode:5} best weft / tokio {spread(ratios)}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,18 @@ fn weft() -> Command {
     Command::new(env!("CARGO_BIN_EXE_weft"))
 }
 
+/// Runs `cmd` to the end, fails the test with its output unless it succeeded, returns stdout.
+fn stdout_of_success(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 fn temp(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("weft-cli-{name}-{}", std::process::id()))
 }
@@ -47,27 +59,21 @@ fn fileset_then_static_experiment_writes_results_and_plots() {
         .unwrap();
     assert!(status.success());
     assert!(set.join("weft-fileset.tsv").is_file());
-    let out = weft()
-        .args(["experiment", "static", "--no-peers", "--runs", "1"])
-        .args([
-            "--rates",
-            "100:200:100",
-            "--duration",
-            "0.5",
-            "--warmup",
-            "0.1",
-        ])
-        .arg("--out")
-        .arg(&out_dir)
-        .arg("--fileset")
-        .arg(&set)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = stdout_of_success(
+        weft()
+            .args(["experiment", "static", "--no-peers", "--runs", "1"])
+            .args([
+                "--rates",
+                "100:200:100",
+                "--duration",
+                "0.5",
+                "--warmup",
+                "0.1",
+            ])
+            .arg("--out")
+            .arg(&out_dir)
+            .arg("--fileset")
+            .arg(&set),
     );
     assert!(stdout.contains("| static files | weft | 100 |"), "{stdout}");
     for f in [
@@ -93,30 +99,24 @@ fn static_experiment_with_relative_paths_measures_nginx_too() {
     }
     let cwd = temp("relative");
     std::fs::create_dir_all(&cwd).unwrap();
-    let out = weft()
-        .current_dir(&cwd)
-        .args(["experiment", "static", "--runs", "1"])
-        .args([
-            "--rates",
-            "100:100:100",
-            "--duration",
-            "0.5",
-            "--warmup",
-            "0.1",
-            "--fileset-scale",
-            "0.002",
-            "--out",
-            "results",
-            "--fileset",
-            "files",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = stdout_of_success(
+        weft()
+            .current_dir(&cwd)
+            .args(["experiment", "static", "--runs", "1"])
+            .args([
+                "--rates",
+                "100:100:100",
+                "--duration",
+                "0.5",
+                "--warmup",
+                "0.1",
+                "--fileset-scale",
+                "0.002",
+                "--out",
+                "results",
+                "--fileset",
+                "files",
+            ]),
     );
     for server in ["weft", "nginx"] {
         assert!(
