@@ -20,6 +20,7 @@ use weft::net::TcpStream;
 
 use crate::access_log;
 use crate::cache::{CachedFile, Lookup};
+use crate::conditional::{self, Conditions, Outcome, Validators};
 use crate::range::{self, RangeAnswer};
 use crate::request::{self, HeadError, HeadLimits, Method, Parsed, Request};
 use crate::response;
@@ -423,27 +424,40 @@ impl Conn<'_> {
         keep_alive: bool,
     ) -> io::Result<bool> {
         let date = self.date();
-        let not_modified = match (req.if_none_match, req.if_modified_since) {
-            (Some(inm), _) => range::none_match_hits(inm, &file.etag),
-            (None, Some(ims)) => range::not_modified_since(ims, file.mtime_secs),
-            (None, None) => false,
+        let validators = Validators {
+            etag: &file.etag,
+            mtime_secs: file.mtime_secs,
+            last_modified: &file.last_modified,
         };
-        if not_modified {
-            response::start(&mut self.out, 304, &date);
-            self.out.extend_from_slice(b"Last-Modified: ");
-            self.out.extend_from_slice(&file.last_modified);
-            self.out.extend_from_slice(b"\r\nETag: ");
-            self.out.extend_from_slice(&file.etag);
-            self.out.extend_from_slice(b"\r\n");
-            response::finish(&mut self.out, keep_alive);
-            self.log(Some(req), 304, 0);
-            return Ok(true);
+        let conditions = Conditions {
+            if_match: req.if_match.lines(),
+            if_none_match: req.if_none_match.lines(),
+            if_modified_since: req.if_modified_since,
+            if_unmodified_since: req.if_unmodified_since,
+        };
+        match conditional::evaluate(&conditions, &validators) {
+            Outcome::Proceed => {}
+            Outcome::NotModified => {
+                response::start(&mut self.out, 304, &date);
+                self.out.extend_from_slice(b"Last-Modified: ");
+                self.out.extend_from_slice(&file.last_modified);
+                self.out.extend_from_slice(b"\r\nETag: ");
+                self.out.extend_from_slice(&file.etag);
+                self.out.extend_from_slice(b"\r\n");
+                response::finish(&mut self.out, keep_alive);
+                self.log(Some(req), 304, 0);
+                return Ok(true);
+            }
+            Outcome::Failed => {
+                self.answer_simple(412, keep_alive, Some(req));
+                return Ok(true);
+            }
         }
         let answer = match req.range {
             Some(r)
-                if req.if_range.map_or(true, |v| {
-                    range::if_range_holds(v, &file.etag, &file.last_modified)
-                }) =>
+                if req
+                    .if_range
+                    .map_or(true, |v| conditional::if_range_holds(v, &validators)) =>
             {
                 range::parse_range(r, file.len)
             }

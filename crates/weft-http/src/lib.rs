@@ -26,6 +26,7 @@
 
 mod access_log;
 mod cache;
+mod conditional;
 mod config;
 mod conn;
 mod date;

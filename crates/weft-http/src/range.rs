@@ -1,5 +1,4 @@
-//! `Range` and the conditional headers, decided against a file's length, ETag and
-//! modification time. Pure.
+//! `Range`, decided against a file's length. Pure.
 
 /// What a `Range` header asks of a file of a given length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,42 +60,6 @@ pub fn parse_range(value: &[u8], file_len: u64) -> RangeAnswer {
     }
 }
 
-/// Whether an `If-None-Match` value matches `etag` (weak comparison, RFC 9110 §13.1.2).
-pub fn none_match_hits(value: &[u8], etag: &[u8]) -> bool {
-    let value = trim(value);
-    if value == b"*" {
-        return true;
-    }
-    let bare = |t: &[u8]| -> Vec<u8> {
-        let t = trim(t);
-        t.strip_prefix(b"W/").unwrap_or(t).to_vec()
-    };
-    let want = bare(etag);
-    value.split(|&b| b == b',').any(|t| bare(t) == want)
-}
-
-/// Whether an `If-Modified-Since` value says the client's copy is current: the date parses
-/// and the file was not modified after it (`mtime_secs` is whole seconds since the epoch).
-pub fn not_modified_since(value: &[u8], mtime_secs: u64) -> bool {
-    let Ok(text) = std::str::from_utf8(trim(value)) else {
-        return false;
-    };
-    let Ok(since) = httpdate::parse_http_date(text) else {
-        return false;
-    };
-    let since_secs = since
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    mtime_secs <= since_secs
-}
-
-/// Whether an `If-Range` value lets the range through: it must equal the current strong ETag
-/// or the current `Last-Modified` date exactly.
-pub fn if_range_holds(value: &[u8], etag: &[u8], last_modified: &[u8]) -> bool {
-    let value = trim(value);
-    value == etag || value == last_modified
-}
-
 fn strip_prefix_ignore_case<'a>(v: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
     (v.len() >= prefix.len() && v[..prefix.len()].eq_ignore_ascii_case(prefix))
         .then(|| &v[prefix.len()..])
@@ -131,30 +94,5 @@ mod tests {
         assert_eq!(parse_range(b"items=0-1", 100), Whole);
         assert_eq!(parse_range(b"bytes=x-1", 100), Whole);
         assert_eq!(parse_range(b"Bytes=1-1", 100), Part { start: 1, len: 1 });
-    }
-
-    #[test]
-    fn etags() {
-        assert!(none_match_hits(b"\"a-1\"", b"\"a-1\""));
-        assert!(none_match_hits(b"\"x\", W/\"a-1\"", b"\"a-1\""));
-        assert!(none_match_hits(b"*", b"\"a-1\""));
-        assert!(!none_match_hits(b"\"a-2\"", b"\"a-1\""));
-    }
-
-    #[test]
-    fn modified_since() {
-        // 784111777 = Sun, 06 Nov 1994 08:49:37 GMT
-        let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
-        assert!(not_modified_since(date, 784111777));
-        assert!(not_modified_since(date, 784111000));
-        assert!(!not_modified_since(date, 784111778));
-        assert!(!not_modified_since(b"yesterday", 0));
-    }
-
-    #[test]
-    fn if_range() {
-        assert!(if_range_holds(b"\"e\"", b"\"e\"", b"D"));
-        assert!(if_range_holds(b"D", b"\"e\"", b"D"));
-        assert!(!if_range_holds(b"\"f\"", b"\"e\"", b"D"));
     }
 }

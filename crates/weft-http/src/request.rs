@@ -38,8 +38,10 @@ pub struct Request<'b> {
     /// Whether the client wants the connection kept open after this response.
     pub keep_alive: bool,
     pub host: Option<&'b [u8]>,
-    pub if_none_match: Option<&'b [u8]>,
+    pub if_match: FieldLines<'b>,
+    pub if_none_match: FieldLines<'b>,
     pub if_modified_since: Option<&'b [u8]>,
+    pub if_unmodified_since: Option<&'b [u8]>,
     pub range: Option<&'b [u8]>,
     pub if_range: Option<&'b [u8]>,
     pub referer: Option<&'b [u8]>,
@@ -49,6 +51,38 @@ pub struct Request<'b> {
     /// Whether a `Transfer-Encoding` header was sent (the body's end is then unknown to a
     /// server that does not decode it, so the connection is closed after the response).
     pub has_transfer_encoding: bool,
+}
+
+/// Every line of a list-valued field (RFC 9110 §5.3: several lines are one comma-separated
+/// list), without allocating for the usual single line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldLines<'b> {
+    one: Option<&'b [u8]>,
+    /// All lines, once there is more than one.
+    more: Vec<&'b [u8]>,
+}
+
+impl<'b> FieldLines<'b> {
+    fn push(&mut self, value: &'b [u8]) {
+        match self.one {
+            None => self.one = Some(value),
+            Some(first) => {
+                if self.more.is_empty() {
+                    self.more.push(first);
+                }
+                self.more.push(value);
+            }
+        }
+    }
+
+    /// The lines, or `None` when the field is absent.
+    pub fn lines(&self) -> Option<&[&'b [u8]]> {
+        match self.one {
+            None => None,
+            Some(_) if self.more.is_empty() => Some(self.one.as_slice()),
+            Some(_) => Some(&self.more),
+        }
+    }
 }
 
 /// Why a request head was refused, with the status it answers.
@@ -79,6 +113,9 @@ impl HeadError {
 }
 
 /// The outcome of parsing the front of a buffer.
+// The request lives on the stack for the one call that answers it; boxing it would cost an
+// allocation per request.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, PartialEq, Eq)]
 pub enum Parsed<'b> {
     /// A whole head: the request and how many bytes it took.
@@ -138,8 +175,10 @@ pub fn parse<'b>(buf: &'b [u8], limits: &HeadLimits) -> Result<Parsed<'b>, HeadE
         minor_version,
         keep_alive: minor_version >= 1,
         host: None,
-        if_none_match: None,
+        if_match: FieldLines::default(),
+        if_none_match: FieldLines::default(),
         if_modified_since: None,
+        if_unmodified_since: None,
         range: None,
         if_range: None,
         referer: None,
@@ -162,14 +201,18 @@ pub fn parse<'b>(buf: &'b [u8], limits: &HeadLimits) -> Result<Parsed<'b>, HeadE
                 connection_close |= token.eq_ignore_ascii_case(b"close");
                 connection_keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
             }
+        } else if name.eq_ignore_ascii_case(b"if-match") {
+            out.if_match.push(value);
         } else if name.eq_ignore_ascii_case(b"if-none-match") {
-            out.if_none_match = Some(value);
+            out.if_none_match.push(value);
         } else if name.eq_ignore_ascii_case(b"if-modified-since") {
-            out.if_modified_since = Some(value);
+            set_singleton(&mut out.if_modified_since, value);
+        } else if name.eq_ignore_ascii_case(b"if-unmodified-since") {
+            set_singleton(&mut out.if_unmodified_since, value);
         } else if name.eq_ignore_ascii_case(b"range") {
-            out.range = Some(value);
+            set_singleton(&mut out.range, value);
         } else if name.eq_ignore_ascii_case(b"if-range") {
-            out.if_range = Some(value);
+            set_singleton(&mut out.if_range, value);
         } else if name.eq_ignore_ascii_case(b"referer") {
             out.referer = Some(value);
         } else if name.eq_ignore_ascii_case(b"user-agent") {
@@ -201,6 +244,13 @@ pub fn parse<'b>(buf: &'b [u8], limits: &HeadLimits) -> Result<Parsed<'b>, HeadE
         out.keep_alive = false;
     }
     Ok(Parsed::Complete(out, skipped + head_bytes))
+}
+
+/// A field that takes one value: a second line makes it invalid (the empty value, which every
+/// user of these fields ignores: an invalid date, a range that is not `bytes=`, an `If-Range`
+/// that never holds; RFC 9110 §13.1.3, §13.1.4, §14.2).
+fn set_singleton<'b>(slot: &mut Option<&'b [u8]>, value: &'b [u8]) {
+    *slot = Some(if slot.is_some() { b"" } else { value });
 }
 
 /// A version httparse refused: 505 for a well-formed `HTTP/x.y` that is not 1.x, else 400.
@@ -266,7 +316,7 @@ mod tests {
         assert_eq!(r.method, Method::Get);
         assert_eq!(r.target, b"/a");
         assert_eq!(r.range, Some(&b"bytes=0-1"[..]));
-        assert_eq!(r.if_none_match, Some(&b"\"e\""[..]));
+        assert_eq!(r.if_none_match.lines(), Some(&[&b"\"e\""[..]][..]));
         assert!(r.keep_alive);
     }
 

@@ -18,6 +18,7 @@ pub fn reason(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Not Allowed",
         408 => "Request Timeout",
+        412 => "Precondition Failed",
         413 => "Request Entity Too Large",
         414 => "Request-URI Too Large",
         416 => "Requested Range Not Satisfiable",

@@ -202,7 +202,8 @@ impl Drop for ChildGuard {
     }
 }
 
-/// The program's path if it is installed, else prints a skip note and returns `None`.
+/// The program's path if it is installed, else prints a skip note and returns `None`; under
+/// `CI=true` a missing peer fails the test instead of skipping it.
 pub fn require(program: &str) -> Option<PathBuf> {
     for dir in ["/usr/bin", "/usr/sbin", "/bin", "/usr/local/bin"] {
         let p = Path::new(dir).join(program);
@@ -210,6 +211,10 @@ pub fn require(program: &str) -> Option<PathBuf> {
             return Some(p);
         }
     }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{program} is not installed (required under CI=true)"
+    );
     eprintln!("SKIP: {program} is not installed");
     None
 }

@@ -1,0 +1,128 @@
+//! Where weft follows RFC 9110 / RFC 9112 and nginx does not (or where there is nothing to
+//! compare with): each test cites the section it checks. The cases where nginx is right are in
+//! nginx_diff.rs.
+
+mod common;
+
+use std::io::Write;
+
+use common::*;
+
+fn validators(server: &TestServer, path: &str) -> (String, String) {
+    let r = server.get(&get(path, ""));
+    (
+        r.header("etag").unwrap().to_owned(),
+        r.header("last-modified").unwrap().to_owned(),
+    )
+}
+
+/// RFC 9110 §13.1.4: "A recipient MUST ignore If-Unmodified-Since if the request contains an
+/// If-Match header field" and "if the received field value is not a valid HTTP-date" (nginx
+/// answers 412 to both).
+#[test]
+fn rfc9110_13_1_4_if_unmodified_since_ignored_with_if_match_or_invalid() {
+    let dir = tree();
+    let server = TestServer::serve(dir.path());
+    let (etag, _) = validators(&server, "/a.txt");
+    let past = "If-Unmodified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\n";
+    assert_eq!(server.get(&get("/a.txt", past)).status, 412);
+    let r = server.get(&get("/a.txt", &format!("If-Match: {etag}\r\n{past}")));
+    assert_eq!(r.status, 200);
+    let r = server.get(&get("/a.txt", "If-Unmodified-Since: yesterday\r\n"));
+    assert_eq!(r.status, 200);
+    // Two lines: not a single HTTP-date, ignored.
+    let r = server.get(&get("/a.txt", &format!("{past}{past}")));
+    assert_eq!(r.status, 200);
+}
+
+/// RFC 9110 §13.1.1: If-Match uses the strong comparison; `*` matches a current
+/// representation; several field lines are one list (§5.3).
+#[test]
+fn rfc9110_13_1_1_if_match() {
+    let dir = tree();
+    let server = TestServer::serve(dir.path());
+    let (etag, _) = validators(&server, "/big.bin");
+    for (headers, status) in [
+        ("If-Match: \"nope\"\r\n".to_owned(), 412),
+        ("If-Match: *\r\n".to_owned(), 200),
+        (format!("If-Match: W/{etag}\r\n"), 412),
+        (format!("If-Match: \"x\"\r\nIf-Match: {etag}\r\n"), 200),
+        ("If-Match: not-a-tag\r\n".to_owned(), 412),
+    ] {
+        let r = server.get(&get("/big.bin", &headers));
+        assert_eq!(r.status, status, "{headers:?}");
+        if status == 412 {
+            assert!(r.body.starts_with(b"<html>"));
+        }
+    }
+    // A 412 keeps the connection usable.
+    let mut s = server.connect();
+    s.write_all(get("/a.txt", "If-Match: \"nope\"\r\n").as_bytes())
+        .unwrap();
+    assert_eq!(read_response(&mut s, false).unwrap().status, 412);
+    s.write_all(get("/a.txt", "").as_bytes()).unwrap();
+    assert_eq!(read_response(&mut s, false).unwrap().status, 200);
+}
+
+/// RFC 9110 §13.1.2: If-None-Match uses the weak comparison (W/"x" matches "x"); §13.1.3:
+/// If-Modified-Since is compared as a date (nginx's default `if_modified_since exact` wants
+/// the exact Last-Modified), ignored when If-None-Match is present or the date is invalid.
+#[test]
+fn rfc9110_13_1_2_and_13_1_3_none_match_and_modified_since() {
+    let dir = tree();
+    let server = TestServer::serve(dir.path());
+    let (etag, lm) = validators(&server, "/a.txt");
+    let r = server.get(&get("/a.txt", &format!("If-None-Match: W/{etag}\r\n")));
+    assert_eq!(r.status, 304);
+    let r = server.get(&get(
+        "/a.txt",
+        &format!("If-None-Match: \"a\"\r\nIf-None-Match: {etag}\r\n"),
+    ));
+    assert_eq!(r.status, 304);
+    let later = "If-Modified-Since: Fri, 01 Jan 2100 00:00:00 GMT\r\n";
+    assert_eq!(server.get(&get("/a.txt", later)).status, 304);
+    let r = server.get(&get(
+        "/a.txt",
+        &format!("If-None-Match: \"other\"\r\nIf-Modified-Since: {lm}\r\n"),
+    ));
+    assert_eq!(r.status, 200);
+    let r = server.get(&get("/a.txt", "If-Modified-Since: yesterday\r\n"));
+    assert_eq!(r.status, 200);
+}
+
+/// RFC 9110 §13.2.2: If-Match is evaluated first (412 even when If-None-Match would give 304),
+/// then If-None-Match, and If-Range last.
+#[test]
+fn rfc9110_13_2_2_precedence() {
+    let dir = tree();
+    let server = TestServer::serve(dir.path());
+    let (etag, lm) = validators(&server, "/a.txt");
+    let r = server.get(&get(
+        "/a.txt",
+        &format!("If-Match: \"nope\"\r\nIf-Modified-Since: {lm}\r\n"),
+    ));
+    assert_eq!(r.status, 412);
+    let r = server.get(&get(
+        "/a.txt",
+        &format!("If-Unmodified-Since: {lm}\r\nIf-None-Match: {etag}\r\n"),
+    ));
+    assert_eq!(r.status, 304);
+    let r = server.get(&get(
+        "/a.txt",
+        &format!("If-None-Match: {etag}\r\nRange: bytes=0-1\r\nIf-Range: {etag}\r\n"),
+    ));
+    assert_eq!(r.status, 304);
+}
+
+/// RFC 9110 §13.1.5: If-Range needs a strong match; a weak tag never lets the range through.
+#[test]
+fn rfc9110_13_1_5_if_range_is_strong() {
+    let dir = tree();
+    let server = TestServer::serve(dir.path());
+    let (etag, lm) = validators(&server, "/a.txt");
+    let range = "Range: bytes=0-4\r\n";
+    let r = server.get(&get("/a.txt", &format!("{range}If-Range: W/{etag}\r\n")));
+    assert_eq!(r.status, 200);
+    let r = server.get(&get("/a.txt", &format!("{range}If-Range: {lm}\r\n")));
+    assert_eq!(r.status, 206);
+}
