@@ -172,3 +172,59 @@ fn without_evictions_a_full_cache_refuses() {
     assert_eq!(c.get("k0"), Some(b'z'), "nothing was evicted");
     assert_eq!(c.stat("evictions"), 0);
 }
+
+/// Stores values until the server refuses; returns how many it acknowledged.
+fn fill_until_refused(c: &mut Client, prefix: &str) -> usize {
+    for i in 0..1000 {
+        match c.set(&format!("{prefix}{i}"), b'r').as_str() {
+            "STORED" => {}
+            "SERVER_ERROR out of memory storing object" => return i,
+            other => panic!("{other}"),
+        }
+    }
+    panic!("1000 values of {VALUE_BYTES} bytes stored under -m 2");
+}
+
+#[test]
+fn without_evictions_flushed_items_are_reclaimed_before_refusing() {
+    let server = small_server(false);
+    let mut c = Client::connect(server.addr);
+    let first = fill_until_refused(&mut c, "a");
+    assert!(first > 5, "{first}");
+    c.writer.write_all(b"flush_all\r\n").unwrap();
+    assert_eq!(c.line(), "OK");
+    // At once, before any sweeper pass: the flushed items make the room.
+    let second = fill_until_refused(&mut c, "b");
+    assert_eq!(
+        second, first,
+        "stored {first}, then {second} after flush_all"
+    );
+    assert_eq!(c.stat("evictions"), 0);
+    assert_eq!(c.stat("reclaimed") as usize, first);
+    for i in 0..second {
+        assert_eq!(c.get(&format!("b{i}")), Some(b'r'), "b{i} lost");
+    }
+}
+
+#[test]
+fn without_evictions_expired_items_are_reclaimed_before_refusing() {
+    let server = small_server(false);
+    let mut c = Client::connect(server.addr);
+    let mut first = 0;
+    loop {
+        let mut req = format!("set t{first} 0 1 {VALUE_BYTES}\r\n").into_bytes();
+        req.resize(req.len() + VALUE_BYTES, b't');
+        req.extend_from_slice(b"\r\n");
+        c.writer.write_all(&req).unwrap();
+        match c.line().as_str() {
+            "STORED" => first += 1,
+            "SERVER_ERROR out of memory storing object" => break,
+            other => panic!("{other}"),
+        }
+    }
+    // Expired (1-second TTL on memcached's clock) but the sweeper has seen few shards yet.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let second = fill_until_refused(&mut c, "n");
+    assert_eq!(second, first, "stored {first} with a TTL, then {second}");
+    assert_eq!(c.stat("evictions"), 0);
+}

@@ -38,7 +38,7 @@ pub(super) fn get(
             Some(idx) => {
                 lk.bump(idx);
                 if let Some(exptime) = exptime {
-                    lk.entry_mut(idx).exptime = exptime;
+                    lk.set_exptime(idx, exptime);
                 }
                 let e = lk.entry(idx);
                 out.push(b"VALUE ");
@@ -228,6 +228,7 @@ pub(super) fn store(ctx: &Context, out: &mut Output, now: u32, a: StoreArgs<'_>)
         }
         Data::Inline(d) => d,
     };
+    store.make_room(a.key.len(), block.len(), now);
     let mut lk = store.lock(hash, now);
     if lk.would_run_out(a.key.len(), block.len()) {
         bump(&stats.store_no_memory);
@@ -302,7 +303,7 @@ pub(super) fn touch(
     let found = match lk.get(hash, key) {
         Some(idx) => {
             lk.bump(idx);
-            lk.entry_mut(idx).exptime = exptime;
+            lk.set_exptime(idx, exptime);
             true
         }
         None => false,

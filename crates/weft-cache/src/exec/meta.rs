@@ -159,10 +159,10 @@ fn mget(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
         match tok[0] {
             b'T' => {
                 ttl_set = true;
-                lk.entry_mut(idx).exptime = exptime;
+                lk.set_exptime(idx, exptime);
             }
             b'N' if created => {
-                lk.entry_mut(idx).exptime = autoviv;
+                lk.set_exptime(idx, autoviv);
                 won = true;
             }
             b'R' if e.bits & TOKEN_SENT == 0
@@ -275,6 +275,9 @@ pub(super) fn mset(
     let hash = store.hash(key);
     let too_large =
         item_total_bytes(key.len(), of.client_flags, block_len) > ctx.settings.item_size_max;
+    if !too_large {
+        store.make_room(key.len(), block_len, now);
+    }
     let mut lk = store.lock(hash, now);
     if too_large || lk.would_run_out(key.len(), block_len) {
         let line = if too_large {
@@ -378,10 +381,10 @@ fn mdelete(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
         Some(idx) if of.set_stale => {
             let exptime = store.clock.exptime(of.exptime, now);
             let cas = store.next_cas();
-            let e = lk.entry_mut(idx);
             if of.new_ttl {
-                e.exptime = exptime;
+                lk.set_exptime(idx, exptime);
             }
+            let e = lk.entry_mut(idx);
             e.bits |= STALE;
             e.bits &= !TOKEN_SENT;
             e.cas = cas;
@@ -478,8 +481,8 @@ fn marith(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
             match tok[0] {
                 b'c' => push_flag_u64(out, b'c', lk.entry(*idx).cas),
                 b't' => push_ttl(out, lk.entry(*idx), now),
-                b'T' => lk.entry_mut(*idx).exptime = exptime,
-                b'N' if created => lk.entry_mut(*idx).exptime = autoviv,
+                b'T' => lk.set_exptime(*idx, exptime),
+                b'N' if created => lk.set_exptime(*idx, autoviv),
                 b'O' => {
                     if tok.len() > MAX_OPAQUE_BYTES {
                         out.rollback(mark);

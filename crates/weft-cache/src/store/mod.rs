@@ -70,6 +70,14 @@ pub struct Store {
     evict_cursor: AtomicUsize,
     /// Round-robin start for the sweeper.
     sweep_cursor: AtomicUsize,
+    /// No item linked (or given a new expiry) since the last full reclaim expires before
+    /// this time (`u32::MAX`: none has an expiry). Lets a store under `-M` that would be
+    /// refused know whether a full reclaim can free anything.
+    earliest_expiry: AtomicU32,
+    /// The `oldest_live` the last full reclaim ran for (a flush makes items dead at once).
+    reclaimed_flush: AtomicU32,
+    /// A full reclaim is running (others refuse rather than scan the same shards again).
+    reclaiming: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Store {
@@ -112,6 +120,9 @@ impl Store {
             oldest_cas: AtomicU64::new(0),
             evict_cursor: AtomicUsize::new(0),
             sweep_cursor: AtomicUsize::new(0),
+            earliest_expiry: AtomicU32::new(u32::MAX),
+            reclaimed_flush: AtomicU32::new(0),
+            reclaiming: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -172,6 +183,11 @@ impl Store {
     /// moves the budget by [`heap::next_budget`] and evicts down to it. The sample describes
     /// the whole process's heap, so only a process with one store should call this.
     pub fn watch_heap(&self, sample: heap::HeapSample) {
+        if !self.config.evictions {
+            // `-M`: nothing may be evicted, so the budget has no lever; stores are refused
+            // against the limit instead.
+            return;
+        }
         // Against the high-water mark, not the last sample: the allocator trims its heap
         // top and grows it back all the time; only a new peak is new resident memory.
         let previous = self
@@ -238,6 +254,10 @@ impl Store {
     /// [`Store::evict_elsewhere`] sparing shard `except` (the one an operation just linked
     /// into: it had nothing else to give, so its tail is the new item itself).
     fn evict_from_others(&self, except: Option<usize>) {
+        if !self.config.evictions {
+            // `-M`: an item acknowledged with STORED stays until deleted, expired or flushed.
+            return;
+        }
         let start = self.evict_cursor.fetch_add(1, Ordering::Relaxed);
         for k in 0..SHARDS {
             if self.used_bytes() <= self.budget_bytes() {
@@ -264,6 +284,84 @@ impl Store {
         }
     }
 
+    /// Notes that an item now expires at `exptime` (0 = never), for [`Store::make_room`].
+    #[inline]
+    fn note_expiry(&self, exptime: u32) {
+        // A plain load first: expiries mostly grow, so the shared line is rarely written.
+        if exptime != 0 && exptime < self.earliest_expiry.load(Ordering::Relaxed) {
+            self.earliest_expiry.fetch_min(exptime, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether some item may be expired or flushed at `now` (false means a full reclaim
+    /// would find nothing).
+    fn may_hold_dead(&self, now: u32) -> bool {
+        let oldest_live = self.oldest_live.load(Ordering::Relaxed);
+        let flush_pending = oldest_live != 0
+            && oldest_live <= now
+            && self.reclaimed_flush.load(Ordering::Relaxed) != oldest_live;
+        flush_pending || self.earliest_expiry.load(Ordering::Relaxed) <= now
+    }
+
+    /// With evictions off (`-M`), a store that would be refused first reclaims every expired
+    /// and flushed item (memcached's LRU crawler and tail pulls do the same before it
+    /// answers out of memory). Call with no shard locked, before the store's lock is taken.
+    /// Does nothing with evictions on (eviction makes room there) or when the item fits.
+    pub fn make_room(&self, key_len: usize, data_len: usize, now: u32) {
+        if self.config.evictions {
+            return;
+        }
+        let charge = entry::charge_bytes(key_len, data_len);
+        if self.used_bytes() + charge <= self.limit_bytes() || !self.may_hold_dead(now) {
+            return;
+        }
+        self.reclaim_all(now);
+    }
+
+    /// Unlinks every expired or flushed item, shard after shard (one lock at a time), and
+    /// recomputes the earliest expiry of what is left. Returns how many it freed; 0 without
+    /// scanning when another reclaim is running.
+    pub fn reclaim_all(&self, now: u32) -> usize {
+        if self.reclaiming.swap(true, Ordering::Acquire) {
+            return 0;
+        }
+        let oldest_live = self.oldest_live.load(Ordering::Relaxed);
+        // Items linked meanwhile lower it again through note_expiry.
+        self.earliest_expiry.store(u32::MAX, Ordering::Relaxed);
+        let mut earliest = u32::MAX;
+        let mut freed = 0;
+        for i in 0..SHARDS {
+            let mut shard = self.lock_shard(i);
+            let mut dead = Vec::new();
+            shard.for_each(|idx, e| {
+                if self.is_dead(e, now) {
+                    dead.push(idx);
+                } else if e.exptime != 0 {
+                    earliest = earliest.min(e.exptime);
+                }
+            });
+            for idx in dead {
+                self.reclaim(&mut shard, idx);
+                freed += 1;
+            }
+        }
+        self.earliest_expiry.fetch_min(earliest, Ordering::Relaxed);
+        if oldest_live != 0 && oldest_live <= now {
+            self.reclaimed_flush.store(oldest_live, Ordering::Relaxed);
+        }
+        self.reclaiming.store(false, Ordering::Release);
+        freed
+    }
+
+    fn reclaim(&self, shard: &mut Shard, idx: u32) {
+        let (e, charge) = shard.remove(idx);
+        self.used_bytes.fetch_sub(charge, Ordering::Relaxed);
+        bump(&self.stats.reclaimed);
+        if e.bits & FETCHED == 0 {
+            bump(&self.stats.expired_unfetched);
+        }
+    }
+
     /// Reclaims expired and flushed items: looks at up to `budget` slots in each of a few
     /// shards per call (the sweeper fiber calls it periodically). Returns how many it freed.
     pub fn sweep(&self, budget: usize, now: u32) -> usize {
@@ -273,12 +371,7 @@ impl Store {
             let mut shard = self.lock_shard((start + k) % SHARDS);
             let dead = shard.sweep_candidates(budget, |e| self.is_dead(e, now));
             for idx in dead {
-                let (e, charge) = shard.remove(idx);
-                self.used_bytes.fetch_sub(charge, Ordering::Relaxed);
-                bump(&self.stats.reclaimed);
-                if e.bits & FETCHED == 0 {
-                    bump(&self.stats.expired_unfetched);
-                }
+                self.reclaim(&mut shard, idx);
                 freed += 1;
             }
         }
@@ -334,6 +427,12 @@ impl<'s> Locked<'s> {
             e.time = now;
         }
         self.sh_mut().touch_lru(idx);
+    }
+
+    /// Gives an item a new expiry (touch, `gat`, meta `T`/`N`).
+    pub fn set_exptime(&mut self, idx: u32, exptime: u32) {
+        self.sh_mut().entry_mut(idx).exptime = exptime;
+        self.store.note_expiry(exptime);
     }
 
     /// memcached's `do_item_update`: the access time and LRU position, not the fetched bit.
@@ -411,6 +510,7 @@ impl<'s> Locked<'s> {
     ) -> Result<u32, OutOfMemory> {
         let charge = entry::charge_bytes(key.len(), data.len());
         self.reserve(charge, old)?;
+        self.store.note_expiry(exptime);
         if let Some(old) = old {
             self.unlink(old);
         }

@@ -182,6 +182,15 @@ impl Shard {
         (entry, charge)
     }
 
+    /// Calls `f` on every used slot.
+    pub fn for_each(&self, mut f: impl FnMut(u32, &Entry)) {
+        for (i, slot) in self.slots.iter().enumerate() {
+            if let Slot::Used(e) = slot {
+                f(i as u32, e);
+            }
+        }
+    }
+
     /// Up to `budget` used slots from the sweep cursor on, wrapping; calls `dead` on each and
     /// returns those it says are dead.
     pub fn sweep_candidates(&mut self, budget: usize, dead: impl Fn(&Entry) -> bool) -> Vec<u32> {

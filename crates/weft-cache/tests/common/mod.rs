@@ -80,9 +80,13 @@ pub fn wait_listening(addr: SocketAddr) {
 }
 
 /// Starts the real memcached with `extra` flags, or returns `None` (with a note) when it is
-/// not installed.
+/// not installed; under `CI=true` a missing memcached fails the test instead.
 pub fn start_memcached(extra: &[&str]) -> Option<(ChildGuard, SocketAddr)> {
     if !std::path::Path::new(MEMCACHED).exists() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{MEMCACHED} is required under CI=true (apt-get install memcached)"
+        );
         eprintln!("SKIP: {MEMCACHED} is not installed (apt-get install memcached)");
         return None;
     }
