@@ -26,7 +26,7 @@ use crate::request::{self, HeadError, HeadLimits, Method, Parsed, Request};
 use crate::response;
 use crate::root::OpenError;
 use crate::server::Shared;
-use crate::target::parse_target;
+use crate::target::{parse_target, push_directory_uri};
 
 /// Waiting for (more of) a request head, nothing owed to the client: shutdown may cancel it.
 pub const IDLE: u8 = 0;
@@ -366,21 +366,19 @@ impl Conn<'_> {
             match cache.lookup(root, &target.relative) {
                 Ok(Lookup::File(f)) => Ok(f),
                 Ok(Lookup::Directory) => {
-                    // Absolute, like nginx: the Host the client named, else our address.
-                    let mut location = b"Location: http://".to_vec();
-                    match req.host {
-                        Some(host) => location.extend_from_slice(host),
+                    // Absolute, like nginx: the authority the client named (the target's
+                    // in absolute-form, else Host; both validated by the parsers), else our
+                    // own address.
+                    let mut location = b"Location: ".to_vec();
+                    let local;
+                    let authority = match target.authority.or(req.host) {
+                        Some(a) => a,
                         None => {
-                            let local = self.stream.local_addr()?;
-                            location.extend_from_slice(local.to_string().as_bytes());
+                            local = self.stream.local_addr()?.to_string();
+                            local.as_bytes()
                         }
-                    }
-                    location.extend_from_slice(target.raw_path);
-                    location.push(b'/');
-                    if let Some(q) = target.query {
-                        location.push(b'?');
-                        location.extend_from_slice(q);
-                    }
+                    };
+                    push_directory_uri(&mut location, authority, target.raw_path, target.query);
                     location.extend_from_slice(b"\r\n");
                     let date = self.date();
                     let with_body = req.method != Method::Head;

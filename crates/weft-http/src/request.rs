@@ -192,7 +192,8 @@ pub fn parse<'b>(buf: &'b [u8], limits: &HeadLimits) -> Result<Parsed<'b>, HeadE
         let name = h.name.as_bytes();
         let value = trim(h.value);
         if name.eq_ignore_ascii_case(b"host") {
-            if out.host.is_some() {
+            // One Host, a valid `uri-host [":" port]` (RFC 9112 §3.2, RFC 9110 §7.2).
+            if out.host.is_some() || !crate::target::valid_authority(value) {
                 return Err(HeadError::Malformed);
             }
             out.host = Some(value);
@@ -381,6 +382,11 @@ mod tests {
             b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: :80\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost:\r\n\r\n",
+            b"GET / HTTP/1.0\r\nHost: x/y?z#\r\n\r\n",
         ] {
             assert_eq!(parse(bad, &LIMITS), Err(HeadError::Malformed), "{bad:?}");
         }

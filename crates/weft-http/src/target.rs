@@ -20,6 +20,9 @@ pub enum TargetError {
     EncodedSlash,
     /// `..` past the root.
     AboveRoot,
+    /// Absolute-form with an authority that is not `host[:port]` (RFC 9110 §4.2.1, §7.2:
+    /// empty, userinfo, bad characters).
+    BadAuthority,
 }
 
 /// A request target, decoded and normalised.
@@ -32,21 +35,30 @@ pub struct Target<'a> {
     pub trailing_slash: bool,
     /// The path as sent (still percent-encoded, before `?`), for the directory redirect.
     pub raw_path: &'a [u8],
-    /// The raw query string (after `?`), if any; kept for the directory redirect.
+    /// The raw query string (after `?`, before any `#`), if any; kept for the directory
+    /// redirect.
     pub query: Option<&'a [u8]>,
+    /// The authority of an absolute-form target (validated by [`valid_authority`]); the
+    /// server then ignores `Host` (RFC 9112 §3.2.2).
+    pub authority: Option<&'a [u8]>,
 }
 
 /// Decodes and normalises a request target.
 pub fn parse_target(raw: &[u8]) -> Result<Target<'_>, TargetError> {
-    let raw = strip_absolute_form(raw);
+    let (authority, raw) = split_absolute_form(raw)?;
+    // A fragment never belongs in a request, but be lenient like nginx and drop it.
+    let raw = match raw.iter().position(|&b| b == b'#') {
+        Some(i) => &raw[..i],
+        None => raw,
+    };
     let (path, query) = match raw.iter().position(|&b| b == b'?') {
         Some(i) => (&raw[..i], Some(&raw[i + 1..])),
         None => (raw, None),
     };
-    // A fragment never belongs in a request, but be lenient like nginx and drop it.
-    let path = match path.iter().position(|&b| b == b'#') {
-        Some(i) => &path[..i],
-        None => path,
+    let path: &[u8] = if authority.is_some() && path.is_empty() {
+        b"/"
+    } else {
+        path
     };
     if path.first() != Some(&b'/') {
         return Err(TargetError::NotAPath);
@@ -74,21 +86,144 @@ pub fn parse_target(raw: &[u8]) -> Result<Target<'_>, TargetError> {
         trailing_slash,
         raw_path: path,
         query,
+        authority,
     })
 }
 
-/// `http://host[:port]/path` → `/path` (case-insensitive scheme); anything else unchanged.
-fn strip_absolute_form(raw: &[u8]) -> &[u8] {
+/// `http://host[:port]/path?q` → (`host[:port]`, `/path?q`) (case-insensitive scheme), the
+/// authority validated; anything else → (`None`, unchanged).
+fn split_absolute_form(raw: &[u8]) -> Result<(Option<&[u8]>, &[u8]), TargetError> {
     for scheme in [&b"http://"[..], &b"https://"[..]] {
         if raw.len() >= scheme.len() && raw[..scheme.len()].eq_ignore_ascii_case(scheme) {
             let rest = &raw[scheme.len()..];
-            return match rest.iter().position(|&b| b == b'/') {
-                Some(i) => &rest[i..],
-                None => b"/",
-            };
+            let end = rest
+                .iter()
+                .position(|&b| matches!(b, b'/' | b'?' | b'#'))
+                .unwrap_or(rest.len());
+            let authority = &rest[..end];
+            if !valid_authority(authority) {
+                return Err(TargetError::BadAuthority);
+            }
+            return Ok((Some(authority), &rest[end..]));
         }
     }
-    raw
+    Ok((None, raw))
+}
+
+/// Whether `v` is `uri-host [ ":" port ]` with a non-empty host (RFC 9110 §7.2, §4.2.1; RFC
+/// 3986 §3.2.2): an IP-literal in brackets (IPv6 or IPvFuture), or a reg-name (which covers
+/// IPv4) of unreserved characters, sub-delims and `%XX`; the port all digits. Whatever passes
+/// holds no space, control, `/`, `?`, `#`, `@` or `\\`, so it can be copied into a header.
+pub fn valid_authority(v: &[u8]) -> bool {
+    let (host, port) = if v.first() == Some(&b'[') {
+        let Some(close) = v.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        if !valid_ip_literal(&v[1..close]) {
+            return false;
+        }
+        match &v[close + 1..] {
+            [] => (&v[..=close], None),
+            [b':', port @ ..] => (&v[..=close], Some(port)),
+            _ => return false,
+        }
+    } else {
+        match v.iter().position(|&b| b == b':') {
+            Some(i) => (&v[..i], Some(&v[i + 1..])),
+            None => (v, None),
+        }
+    };
+    if host.is_empty() || port.is_some_and(|p| !p.iter().all(u8::is_ascii_digit)) {
+        return false;
+    }
+    host.starts_with(b"[") || valid_reg_name(host)
+}
+
+/// `IPv6address / IPvFuture` (between the brackets).
+fn valid_ip_literal(v: &[u8]) -> bool {
+    if let [b'v' | b'V', rest @ ..] = v {
+        let Some(dot) = rest.iter().position(|&b| b == b'.') else {
+            return false;
+        };
+        return dot > 0
+            && rest[..dot].iter().all(u8::is_ascii_hexdigit)
+            && rest.len() > dot + 1
+            && rest[dot + 1..]
+                .iter()
+                .all(|&b| is_unreserved(b) || is_sub_delim(b) || b == b':');
+    }
+    std::str::from_utf8(v).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok())
+}
+
+/// `*( unreserved / pct-encoded / sub-delims )`.
+fn valid_reg_name(v: &[u8]) -> bool {
+    let mut i = 0;
+    while i < v.len() {
+        let b = v[i];
+        if b == b'%' {
+            if !(v.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && v.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+            {
+                return false;
+            }
+            i += 3;
+        } else if is_unreserved(b) || is_sub_delim(b) {
+            i += 1;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+fn is_sub_delim(b: u8) -> bool {
+    matches!(
+        b,
+        b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+    )
+}
+
+/// Appends `http://AUTHORITY/PATH/[?QUERY]`, the URI of the directory `raw_path` names, for a
+/// redirect. `authority` must have passed [`valid_authority`] (or be the server's own
+/// address); every byte of the path and query that may not appear in a URI (RFC 3986 §3.3,
+/// §3.4) is percent-encoded, so nothing the client sent can break the header.
+pub fn push_directory_uri(
+    out: &mut Vec<u8>,
+    authority: &[u8],
+    raw_path: &[u8],
+    query: Option<&[u8]>,
+) {
+    out.extend_from_slice(b"http://");
+    out.extend_from_slice(authority);
+    push_uri_part(out, raw_path);
+    out.push(b'/');
+    if let Some(q) = query {
+        out.push(b'?');
+        push_uri_part(out, q);
+    }
+}
+
+/// `pchar / "/" / "?"`, with `%XX` kept and any other byte encoded.
+fn push_uri_part(out: &mut Vec<u8>, v: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for (i, &b) in v.iter().enumerate() {
+        let escape_ok = b == b'%'
+            && v.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+            && v.get(i + 2).is_some_and(u8::is_ascii_hexdigit);
+        if is_unreserved(b)
+            || is_sub_delim(b)
+            || matches!(b, b':' | b'@' | b'/' | b'?')
+            || escape_ok
+        {
+            out.push(b);
+        } else {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        }
+    }
 }
 
 fn hex_value(b: u8) -> Option<u8> {
@@ -161,12 +296,71 @@ mod tests {
         assert_eq!(rel("/a?x=%2F"), ("a".into(), false));
         let t = parse_target(b"/d?x=1").unwrap();
         assert_eq!(t.query, Some(&b"x=1"[..]));
+        let t = parse_target(b"/d?x=1#frag").unwrap();
+        assert_eq!(t.query, Some(&b"x=1"[..]));
     }
 
     #[test]
     fn absolute_form() {
         assert_eq!(rel("http://example.com/a/b"), ("a/b".into(), false));
         assert_eq!(rel("HTTP://example.com"), ("".into(), true));
+        let t = parse_target(b"http://h:8080?q#f").unwrap();
+        assert_eq!(t.authority, Some(&b"h:8080"[..]));
+        assert_eq!((t.raw_path, t.query), (&b"/"[..], Some(&b"q"[..])));
+        for bad in [
+            &b"http:///a"[..],
+            b"http://u@h/",
+            b"http://:80/",
+            b"http://h:x/",
+        ] {
+            assert_eq!(parse_target(bad), Err(TargetError::BadAuthority), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn authorities() {
+        for good in [
+            &b"example.com"[..],
+            b"example.com:8080",
+            b"x:",
+            b"127.0.0.1:80",
+            b"[::1]",
+            b"[::1]:80",
+            b"[v1.fe:80]",
+            b"a%41b",
+            b"a..b",
+            b"A-b_c~d!$&'()*+,;=",
+        ] {
+            assert!(valid_authority(good), "{good:?}");
+        }
+        for bad in [
+            &b""[..],
+            b":80",
+            b"a b",
+            b"a/b",
+            b"x/y?z#",
+            b"a\\b",
+            b"a\"b",
+            b"u@h",
+            b"h:8x",
+            b"h:80:90",
+            b"[::1",
+            b"[::g]",
+            b"[::1]x",
+            b"[v.x]",
+            b"a%4",
+            b"\xc3\xa9",
+            b"a\r\nX: y",
+        ] {
+            assert!(!valid_authority(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn directory_uri() {
+        let mut out = Vec::new();
+        push_directory_uri(&mut out, b"h:1", b"/a b/%41\"<>", Some(b"x=1#%zz"));
+        assert_eq!(out, b"http://h:1/a%20b/%41%22%3C%3E/?x=1%23%25zz");
     }
 
     #[test]

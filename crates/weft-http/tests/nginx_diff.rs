@@ -326,3 +326,29 @@ fn conditionals_like_nginx() {
     // The tree is kept until here.
     assert!(both.dir.path().join("a.txt").exists());
 }
+
+/// RFC 9112 §3.2: a Host that is not a valid `uri-host [":" port]` gets 400, and nginx agrees
+/// on these; the directory redirect names the validated Host.
+#[test]
+fn hosts_like_nginx() {
+    let Some(both) = Both::start() else {
+        return;
+    };
+    for host in ["a b", "a/b", ":80", "", "x/y?z#"] {
+        for version in ["1.1", "1.0"] {
+            let request = format!("GET /docs HTTP/{version}\r\nHost: {host}\r\n\r\n");
+            assert_eq!(both.same_status(&request), 400, "{request:?}");
+        }
+    }
+    for request in [
+        "GET /docs HTTP/1.1\r\nHost: {host}\r\n\r\n",
+        "GET /docs?x=1&y=%20 HTTP/1.1\r\nHost: {host}\r\n\r\n",
+        "GET /deep/er HTTP/1.1\r\nHost: {host}\r\n\r\n",
+        "GET /a.txt HTTP/1.1\r\nHost: [::1]:1\r\n\r\n",
+        "GET /a.txt HTTP/1.1\r\nHost: example.com.\r\n\r\n",
+        "GET /a.txt HTTP/1.1\r\nHost: 127.0.0.1:\r\n\r\n",
+    ] {
+        let r = both.same(request);
+        assert!(matches!(r.status, 200 | 301), "{request:?}");
+    }
+}

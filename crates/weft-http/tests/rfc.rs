@@ -126,3 +126,63 @@ fn rfc9110_13_1_5_if_range_is_strong() {
     let r = server.get(&get("/a.txt", &format!("{range}If-Range: {lm}\r\n")));
     assert_eq!(r.status, 206);
 }
+
+/// RFC 9112 §3.2 / RFC 9110 §7.2 (uri-host is RFC 3986's reg-name, IP-literal or IPv4): a Host
+/// with a character outside that grammar is 400, also where nginx lets it through.
+#[test]
+fn rfc9112_3_2_invalid_host_is_400() {
+    let dir = tree();
+    let server = TestServer::serve(dir.path());
+    for host in [
+        "a\\b", "a\"b", "u@h", "h:8x", "h:80:90", "<x>", "a{b}", "[::1",
+    ] {
+        let r = server.get(&format!("GET /a.txt HTTP/1.1\r\nHost: {host}\r\n\r\n"));
+        assert_eq!(r.status, 400, "{host:?}");
+        assert_eq!(r.header("connection"), Some("close"));
+    }
+    for host in ["localhost", "[::1]:8080", "[v1.x]", "a%41", "x:", "a..b"] {
+        let r = server.get(&format!("GET /a.txt HTTP/1.1\r\nHost: {host}\r\n\r\n"));
+        assert_eq!(r.status, 200, "{host:?}");
+    }
+}
+
+/// RFC 9112 §3.2.2: with an absolute-form target the server ignores Host and uses the
+/// target's authority (which must be valid, RFC 9110 §4.2.1: non-empty, no userinfo, §4.2.4).
+#[test]
+fn rfc9112_3_2_2_absolute_form_authority_names_the_redirect() {
+    let dir = tree();
+    let server = TestServer::serve(dir.path());
+    let r = server.get("GET http://example.com:8080/docs?q HTTP/1.1\r\nHost: other\r\n\r\n");
+    assert_eq!(r.status, 301);
+    assert_eq!(
+        r.header("location"),
+        Some("http://example.com:8080/docs/?q")
+    );
+    for target in [
+        "http:///docs",
+        "http://u@h/docs",
+        "http://h:x/docs",
+        "http://a\"b/docs",
+    ] {
+        let r = server.get(&format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assert_eq!(r.status, 400, "{target}");
+    }
+}
+
+/// RFC 3986 §3.3/§3.4 (what a Location URI may hold, RFC 9110 §10.2.2): bytes of the request
+/// path and query that may not appear in a URI are percent-encoded in the redirect, and a
+/// fragment is not copied (nginx copies them as sent).
+#[test]
+fn rfc3986_redirect_location_is_a_valid_uri() {
+    let dir = tree();
+    let server = TestServer::serve(dir.path());
+    let r = server.get("GET /docs?a\"b<c>#frag HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("http://h/docs/?a%22b%3Cc%3E"));
+    // No Host (HTTP/1.0): the server's own address.
+    let r = server.get("GET /docs HTTP/1.0\r\n\r\n");
+    assert_eq!(
+        r.header("location"),
+        Some(format!("http://{}/docs/", server.addr).as_str())
+    );
+}
