@@ -5,6 +5,9 @@
 use std::io::{self, IoSlice, Write};
 use std::sync::Arc;
 
+/// Pending output that is written before a batch (or one multi-get) goes on: with it, what
+/// one connection holds is bounded whatever its requests ask for.
+pub const FLUSH_BYTES: usize = 256 * 1024;
 /// Values at least this long are referenced instead of copied.
 pub const REFERENCE_MIN_BYTES: usize = 4096;
 /// Pieces per `writev` (the kernel's `IOV_MAX`).

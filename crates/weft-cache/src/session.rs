@@ -7,9 +7,13 @@
 //!   and shrinks back when reads are small again, so ten thousand idle connections cost
 //!   little.
 //! - Replies are written before more input is read; if they pile up past
-//!   [`OUTPUT_FLUSH_BYTES`] mid-batch they are written first. A client that does not read
-//!   therefore blocks only its own fiber, holds at most that much output, and is disconnected
-//!   when a write makes no progress for the write-stall timeout.
+//!   [`OUTPUT_FLUSH_BYTES`] mid-batch they are written first, and a multi-get writes as it
+//!   goes the same way (between keys). So a connection holds at most
+//!   `OUTPUT_FLUSH_BYTES` of copied output plus one value (referenced, not copied, when it
+//!   is at least [`crate::output::REFERENCE_MIN_BYTES`]) whatever one request asks for. A
+//!   client that does not read therefore blocks only its own fiber, and is disconnected
+//!   when a write makes no progress for the write-stall timeout. Small pipelined batches
+//!   still go out in one vectored write at the end of the batch.
 //! - Input bytes of a data block that cannot be stored are discarded as they arrive.
 
 use std::io::{self, Read, Write};
@@ -23,8 +27,9 @@ use crate::stats::add;
 pub const READ_BUFFER_MIN_BYTES: usize = 4 * 1024;
 /// Largest input buffer kept while reads keep filling it (data blocks may need more, briefly).
 pub const READ_BUFFER_MAX_BYTES: usize = 64 * 1024;
-/// Pending output that is written before parsing further requests of the same batch.
-pub const OUTPUT_FLUSH_BYTES: usize = 256 * 1024;
+/// Pending output that is written before parsing further requests of the same batch (and,
+/// inside one multi-get, before looking up further keys).
+pub const OUTPUT_FLUSH_BYTES: usize = crate::output::FLUSH_BYTES;
 
 /// Serves one client until it quits, closes, errs, or sends what memcached would close on.
 pub fn serve<S>(mut stream: S, ctx: &Context, conn_id: i32) -> io::Result<()>
@@ -71,7 +76,8 @@ where
                         log_command(conn_id, &buf[pos..pos + consumed]);
                     }
                     pos += consumed;
-                    match execute(command, ctx, &mut out, now) {
+                    let mut drain = |o: &mut Output| flush(o, &mut stream, ctx);
+                    match execute(command, ctx, &mut out, now, &mut drain)? {
                         Flow::Continue => {}
                         Flow::Swallow(n) => swallow = n,
                         Flow::Flush => flush(&mut out, &mut stream, ctx)?,

@@ -1,9 +1,10 @@
 //! The original text commands: get family, storage, delete, incr/decr, touch.
 
+use std::io;
 use std::sync::Arc;
 
-use super::{out_string, Context, Flow};
-use crate::output::Output;
+use super::{out_string, Context, Drain, Flow};
+use crate::output::{Output, FLUSH_BYTES};
 use crate::protocol::{item_total_bytes, Data, StoreMode, KEY_MAX_BYTES};
 use crate::stats::bump;
 use crate::store::{Locked, KEY_BINARY, STALE, TOKEN_SENT};
@@ -13,7 +14,11 @@ pub(super) const TOO_LARGE: &str = "SERVER_ERROR object too large for cache";
 pub(super) const OUT_OF_MEMORY: &str = "SERVER_ERROR out of memory storing object";
 
 /// `process_get_command`: keys are looked up in order; a key over the limit discards what
-/// was produced so far and answers with an error instead.
+/// was produced so far and answers with an error instead. The reply is handed to `drain`
+/// whenever it passes [`FLUSH_BYTES`] (between keys), so a get naming any number of keys
+/// holds at most that much plus one value; a request with a key over the limit is known
+/// before any lookup (its keys are scanned first) and then holds nothing, since its reply
+/// would be discarded anyway.
 pub(super) fn get(
     ctx: &Context,
     out: &mut Output,
@@ -21,16 +26,21 @@ pub(super) fn get(
     keys: &[u8],
     with_cas: bool,
     touch_exptime: Option<i32>,
-) -> Flow {
+    drain: &mut Drain<'_>,
+) -> io::Result<Flow> {
     let store = &ctx.store;
     let stats = &store.stats;
     let mark = out.mark();
     let exptime = touch_exptime.map(|e| store.clock.exptime(e, now));
-    for key in keys.split(|&b| b == b' ').filter(|k| !k.is_empty()) {
+    let words = || keys.split(|&b| b == b' ').filter(|k| !k.is_empty());
+    // memcached drops the partial reply of a get with an overlong key, but only when it
+    // reaches that key: earlier keys are still looked up (hits counted, items touched).
+    let fails = words().any(|k| k.len() > KEY_MAX_BYTES);
+    for key in words() {
         if key.len() > KEY_MAX_BYTES {
             out.rollback(mark);
             out.line(BAD_FORMAT);
-            return Flow::Continue;
+            return Ok(Flow::Continue);
         }
         let hash = store.hash(key);
         let mut lk = store.lock(hash, now);
@@ -40,19 +50,21 @@ pub(super) fn get(
                 if let Some(exptime) = exptime {
                     lk.set_exptime(idx, exptime);
                 }
-                let e = lk.entry(idx);
-                out.push(b"VALUE ");
-                out.push(&e.key);
-                out.push(b" ");
-                out.push_u64(u64::from(e.flags));
-                out.push(b" ");
-                out.push_u64(e.value_len() as u64);
-                if with_cas {
+                if !fails {
+                    let e = lk.entry(idx);
+                    out.push(b"VALUE ");
+                    out.push(&e.key);
                     out.push(b" ");
-                    out.push_u64(e.cas);
+                    out.push_u64(u64::from(e.flags));
+                    out.push(b" ");
+                    out.push_u64(e.value_len() as u64);
+                    if with_cas {
+                        out.push(b" ");
+                        out.push_u64(e.cas);
+                    }
+                    out.push(b"\r\n");
+                    out.push_value(&e.data);
                 }
-                out.push(b"\r\n");
-                out.push_value(&e.data);
                 drop(lk);
                 if exptime.is_some() {
                     bump(&stats.cmd_touch);
@@ -60,6 +72,9 @@ pub(super) fn get(
                 } else {
                     bump(&stats.cmd_get);
                     bump(&stats.get_hits);
+                }
+                if out.len() >= FLUSH_BYTES {
+                    drain(out)?;
                 }
             }
             None => {
@@ -75,7 +90,7 @@ pub(super) fn get(
         }
     }
     out.push(b"END\r\n");
-    Flow::Continue
+    Ok(Flow::Continue)
 }
 
 /// A storage command's arguments.

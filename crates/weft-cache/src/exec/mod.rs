@@ -10,6 +10,7 @@ mod meta;
 mod stats;
 
 use std::collections::BTreeMap;
+use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -84,14 +85,25 @@ fn out_string(out: &mut Output, line: &str, noreply: bool) {
     }
 }
 
-/// Executes one command at clock reading `now`.
-pub fn execute(cmd: Command<'_>, ctx: &Context, out: &mut Output, now: u32) -> Flow {
-    match cmd {
+/// Writes pending output to the connection now (a multi-get's values as it goes).
+pub type Drain<'a> = dyn FnMut(&mut Output) -> io::Result<()> + 'a;
+
+/// Executes one command at clock reading `now`. A command whose reply can grow without bound
+/// (a multi-get) hands its output to `drain` whenever it passes
+/// [`crate::output::FLUSH_BYTES`]; an error from `drain` (the client stalled) ends it.
+pub fn execute(
+    cmd: Command<'_>,
+    ctx: &Context,
+    out: &mut Output,
+    now: u32,
+    drain: &mut Drain<'_>,
+) -> io::Result<Flow> {
+    Ok(match cmd {
         Command::Get {
             keys,
             with_cas,
             touch_exptime,
-        } => classic::get(ctx, out, now, keys, with_cas, touch_exptime),
+        } => classic::get(ctx, out, now, keys, with_cas, touch_exptime, drain)?,
         Command::Store {
             mode,
             key,
@@ -175,5 +187,5 @@ pub fn execute(cmd: Command<'_>, ctx: &Context, out: &mut Output, now: u32) -> F
             out_string(out, line, noreply);
             Flow::Continue
         }
-    }
+    })
 }

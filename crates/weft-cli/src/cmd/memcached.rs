@@ -84,6 +84,11 @@ pub struct MemcachedArgs {
     #[arg(long, default_value = weft_cache::config::DEFAULT_SCHEDULER)]
     scheduler: String,
 
+    /// A client that does not read its replies for this many milliseconds is disconnected.
+    #[arg(long, default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    write_stall_timeout_ms: u64,
+
     /// I/O backend: uring or epoll [default: uring, epoll when io_uring is unavailable].
     #[arg(long, value_parser = ["uring", "epoll"])]
     io: Option<String>,
@@ -214,6 +219,7 @@ impl MemcachedArgs {
             unix_mask: self.unix_mask,
             scheduler: self.scheduler.clone(),
             io,
+            write_stall_timeout_ms: self.write_stall_timeout_ms,
             ..Settings::default()
         })
     }
