@@ -119,7 +119,7 @@ impl Conn<'_> {
         loop {
             // Answer every complete head in the buffer.
             while start < end {
-                let parsed = request::parse(&buf[start..end], &limits);
+                let parsed = request::parse(&mut buf[start..end], &limits);
                 let (answered, used) = match parsed {
                     Ok(Parsed::Complete(req, used)) => (self.answer(&req)?, used),
                     Ok(Parsed::Partial) => break,

@@ -98,6 +98,9 @@ pub enum HeadError {
     TooManyHeaders,
     /// Not HTTP/1.x: 505.
     BadVersion,
+    /// A transfer coding other than `chunked`, which the server does not decode: 501 (RFC 9112
+    /// §6.1).
+    UnknownCoding,
 }
 
 impl HeadError {
@@ -108,6 +111,7 @@ impl HeadError {
             HeadError::RequestLineTooLong => 414,
             HeadError::HeadTooLarge | HeadError::TooManyHeaders => 431,
             HeadError::BadVersion => 505,
+            HeadError::UnknownCoding => 501,
         }
     }
 }
@@ -124,14 +128,19 @@ pub enum Parsed<'b> {
     Partial,
 }
 
-/// Parses the request head at the front of `buf`.
-pub fn parse<'b>(buf: &'b [u8], limits: &HeadLimits) -> Result<Parsed<'b>, HeadError> {
+/// Parses the request head at the front of `buf`. A request line ending in `HTTP/1.D` with a
+/// minor version D above 1 is rewritten in place to `HTTP/1.1` (RFC 9110 §2.5: a recipient
+/// treats a higher minor version as the highest it supports) and keeps D in
+/// [`Request::minor_version`].
+pub fn parse<'b>(buf: &'b mut [u8], limits: &HeadLimits) -> Result<Parsed<'b>, HeadError> {
     // Clients may send stray CRLFs between requests (RFC 9112 §2.2); skip them.
     let skipped = buf
         .iter()
         .position(|&b| b != b'\r' && b != b'\n')
         .unwrap_or(buf.len());
-    let buf = &buf[skipped..];
+    let buf = &mut buf[skipped..];
+    let higher_minor = lower_minor_version(buf);
+    let buf: &'b [u8] = buf;
     let line_end = buf.iter().position(|&b| b == b'\n');
     match line_end {
         Some(i) if i > limits.max_request_line_bytes => return Err(HeadError::RequestLineTooLong),
@@ -166,7 +175,7 @@ pub fn parse<'b>(buf: &'b [u8], limits: &HeadLimits) -> Result<Parsed<'b>, HeadE
         "HEAD" => Method::Head,
         _ => Method::Other,
     };
-    let minor_version = req.version.ok_or(HeadError::Malformed)?;
+    let minor_version = higher_minor.unwrap_or(req.version.ok_or(HeadError::Malformed)?);
     let target = req.path.ok_or(HeadError::Malformed)?.as_bytes();
     let mut out = Request {
         method,
@@ -186,6 +195,7 @@ pub fn parse<'b>(buf: &'b [u8], limits: &HeadLimits) -> Result<Parsed<'b>, HeadE
         content_length: None,
         has_transfer_encoding: false,
     };
+    let mut codings = Codings::default();
     let mut connection_close = false;
     let mut connection_keep_alive = false;
     for h in req.headers.iter() {
@@ -226,7 +236,11 @@ pub fn parse<'b>(buf: &'b [u8], limits: &HeadLimits) -> Result<Parsed<'b>, HeadE
             out.content_length = Some(n);
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             out.has_transfer_encoding = true;
+            codings.add(value);
         }
+    }
+    if out.has_transfer_encoding {
+        codings.check()?;
     }
     // Both framings at once is how requests are smuggled (RFC 9112 §6.3): refuse.
     if out.has_transfer_encoding && out.content_length.is_some() {
@@ -245,6 +259,65 @@ pub fn parse<'b>(buf: &'b [u8], limits: &HeadLimits) -> Result<Parsed<'b>, HeadE
         out.keep_alive = false;
     }
     Ok(Parsed::Complete(out, skipped + head_bytes))
+}
+
+/// The transfer codings of every `Transfer-Encoding` line, in order (RFC 9112 §6.1).
+#[derive(Default)]
+struct Codings {
+    chunked: usize,
+    others: usize,
+    last_is_chunked: bool,
+}
+
+impl Codings {
+    fn add(&mut self, value: &[u8]) {
+        for element in value.split(|&b| b == b',') {
+            let name = trim(element.split(|&b| b == b';').next().unwrap_or(b""));
+            if name.is_empty() && trim(element).is_empty() {
+                continue;
+            }
+            let chunked = name.eq_ignore_ascii_case(b"chunked");
+            if chunked {
+                self.chunked += 1;
+            } else {
+                self.others += 1;
+            }
+            self.last_is_chunked = chunked;
+        }
+    }
+
+    /// 400 when chunked is not the final coding or is applied twice (RFC 9112 §6.3, §7), or
+    /// no coding is named; 501 for any other coding (§6.1): the server decodes none, so it
+    /// could not find the body's end.
+    fn check(&self) -> Result<(), HeadError> {
+        if self.chunked + self.others == 0
+            || self.chunked > 1
+            || (self.chunked == 1 && !self.last_is_chunked)
+        {
+            return Err(HeadError::Malformed);
+        }
+        if self.others > 0 {
+            return Err(HeadError::UnknownCoding);
+        }
+        Ok(())
+    }
+}
+
+/// If the request line (complete, or all of `buf` so far) ends in ` HTTP/1.D` with D from 2
+/// to 9, rewrites D to 1 and returns D.
+fn lower_minor_version(buf: &mut [u8]) -> Option<u8> {
+    let mut end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
+    if end > 0 && buf[end - 1] == b'\r' {
+        end -= 1;
+    }
+    let line = &buf[..end];
+    let digit = *line.last()?;
+    if line.len() < 10 || &line[end - 9..end - 1] != b" HTTP/1." || !(b'2'..=b'9').contains(&digit)
+    {
+        return None;
+    }
+    buf[end - 1] = b'1';
+    Some(digit - b'0')
 }
 
 /// A field that takes one value: a second line makes it invalid (the empty value, which every
@@ -301,7 +374,13 @@ mod tests {
         max_head_bytes: 256,
     };
 
-    fn complete(buf: &[u8]) -> (Request<'_>, usize) {
+    /// Parses a copy (the parser may rewrite the version in place).
+    fn parse_copy(buf: &[u8], limits: &HeadLimits) -> Result<Parsed<'static>, HeadError> {
+        parse(Box::leak(buf.to_vec().into_boxed_slice()), limits)
+    }
+
+    fn complete(buf: &[u8]) -> (Request<'static>, usize) {
+        let buf: &'static mut [u8] = Box::leak(buf.to_vec().into_boxed_slice());
         match parse(buf, &LIMITS).unwrap() {
             Parsed::Complete(r, n) => (r, n),
             Parsed::Partial => panic!("partial"),
@@ -328,7 +407,7 @@ mod tests {
         assert_eq!(r1.target, b"/1");
         let (r2, n2) = complete(&buf[n1..]);
         assert_eq!((r2.method, r2.target), (Method::Head, &b"/2"[..]));
-        assert_eq!(parse(&buf[n1 + n2..], &LIMITS), Ok(Parsed::Partial));
+        assert_eq!(parse_copy(&buf[n1 + n2..], &LIMITS), Ok(Parsed::Partial));
     }
 
     #[test]
@@ -352,15 +431,18 @@ mod tests {
     fn limits() {
         let long = format!("GET /{} HTTP/1.1\r\n", "a".repeat(100));
         assert_eq!(
-            parse(long.as_bytes(), &LIMITS),
+            parse_copy(long.as_bytes(), &LIMITS),
             Err(HeadError::RequestLineTooLong)
         );
         assert_eq!(
-            parse(&long.as_bytes()[..80], &LIMITS),
+            parse_copy(&long.as_bytes()[..80], &LIMITS),
             Err(HeadError::RequestLineTooLong)
         );
         let big = format!("GET / HTTP/1.1\r\nHost: x\r\nX: {}\r\n", "b".repeat(300));
-        assert_eq!(parse(big.as_bytes(), &LIMITS), Err(HeadError::HeadTooLarge));
+        assert_eq!(
+            parse_copy(big.as_bytes(), &LIMITS),
+            Err(HeadError::HeadTooLarge)
+        );
         let many: String = (0..70).map(|i| format!("H{i}: v\r\n")).collect();
         let many = format!("GET / HTTP/1.1\r\n{many}\r\n");
         let roomy = HeadLimits {
@@ -368,7 +450,7 @@ mod tests {
             max_head_bytes: 1 << 20,
         };
         assert_eq!(
-            parse(many.as_bytes(), &roomy),
+            parse_copy(many.as_bytes(), &roomy),
             Err(HeadError::TooManyHeaders)
         );
     }
@@ -388,10 +470,61 @@ mod tests {
             b"GET / HTTP/1.1\r\nHost:\r\n\r\n",
             b"GET / HTTP/1.0\r\nHost: x/y?z#\r\n\r\n",
         ] {
-            assert_eq!(parse(bad, &LIMITS), Err(HeadError::Malformed), "{bad:?}");
+            assert_eq!(
+                parse_copy(bad, &LIMITS),
+                Err(HeadError::Malformed),
+                "{bad:?}"
+            );
         }
         assert_eq!(
-            parse(b"GET / HTTP/2.0\r\n\r\n", &LIMITS),
+            parse_copy(b"GET / HTTP/2.0\r\n\r\n", &LIMITS),
+            Err(HeadError::BadVersion)
+        );
+    }
+
+    #[test]
+    fn transfer_codings() {
+        for (te, want) in [
+            ("chunked", Ok(())),
+            ("Chunked ", Ok(())),
+            ("chunked, gzip", Err(HeadError::Malformed)),
+            (
+                "chunked\r\nTransfer-Encoding: chunked",
+                Err(HeadError::Malformed),
+            ),
+            ("chunked, chunked", Err(HeadError::Malformed)),
+            ("", Err(HeadError::Malformed)),
+            (" , ", Err(HeadError::Malformed)),
+            ("gzip, chunked", Err(HeadError::UnknownCoding)),
+            (
+                "gzip\r\nTransfer-Encoding: chunked",
+                Err(HeadError::UnknownCoding),
+            ),
+            ("foo", Err(HeadError::UnknownCoding)),
+            ("identity", Err(HeadError::UnknownCoding)),
+        ] {
+            let buf = format!("GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: {te}\r\n\r\n");
+            let got = parse_copy(buf.as_bytes(), &LIMITS).map(|_| ());
+            assert_eq!(got, want, "{te:?}");
+        }
+    }
+
+    #[test]
+    fn higher_minor_versions_are_served_as_1_1() {
+        let (r, n) = complete(b"GET / HTTP/1.2\r\nHost: x\r\n\r\n");
+        assert_eq!((r.minor_version, r.keep_alive, n), (2, true, 27));
+        let (r, _) = complete(b"GET / HTTP/1.9\nHost: x\n\n");
+        assert_eq!(r.minor_version, 9);
+        assert_eq!(parse_copy(b"GET / HTTP/1.2", &LIMITS), Ok(Parsed::Partial));
+        for bad in [&b"GET / HTTP/1.10\r\n\r\n"[..], b"GET / HTTP/1.a\r\n\r\n"] {
+            assert_eq!(
+                parse_copy(bad, &LIMITS),
+                Err(HeadError::Malformed),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            parse_copy(b"GET / HTTP/3.0\r\n\r\n", &LIMITS),
             Err(HeadError::BadVersion)
         );
     }

@@ -24,6 +24,7 @@ pub fn reason(status: u16) -> &'static str {
         416 => "Requested Range Not Satisfiable",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
+        501 => "Not Implemented",
         503 => "Service Temporarily Unavailable",
         505 => "HTTP Version Not Supported",
         _ => "Unknown",

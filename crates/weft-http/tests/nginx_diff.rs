@@ -352,3 +352,41 @@ fn hosts_like_nginx() {
         assert!(matches!(r.status, 200 | 301), "{request:?}");
     }
 }
+
+/// RFC 9112 §6.1 (a transfer coding the server does not decode → 501), §6.3 (Transfer-Encoding
+/// with Content-Length → 400) and RFC 9110 §2.5 (HTTP/1.x with a higher minor version is served
+/// as 1.1), where nginx does the same.
+#[test]
+fn framing_and_versions_like_nginx() {
+    let Some(both) = Both::start() else {
+        return;
+    };
+    for (te, status) in [
+        ("foo", 501),
+        ("gzip", 501),
+        ("gzip, chunked", 501),
+        ("identity", 501),
+    ] {
+        let request = format!(
+            "GET /a.txt HTTP/1.1\r\nHost: {{host}}\r\nTransfer-Encoding: {te}\r\n\r\n0\r\n\r\n"
+        );
+        assert_eq!(both.same_status(&request), status, "{request:?}");
+    }
+    let request = "GET /a.txt HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n\
+                   Content-Length: 5\r\n\r\n0\r\n\r\n";
+    assert_eq!(both.same_status(request), 400);
+    let request =
+        "GET /a.txt HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+    assert_eq!(both.same_status(request), 200);
+    for version in ["1.2", "1.9"] {
+        for path in ["/a.txt", "/big.bin", "/docs"] {
+            let request = format!("GET {path} HTTP/{version}\r\nHost: {{host}}\r\n\r\n");
+            let r = both.same(&request);
+            assert!(matches!(r.status, 200 | 301), "{request:?}");
+        }
+    }
+    for version in ["2.0", "3.1"] {
+        let request = format!("GET /a.txt HTTP/{version}\r\nHost: {{host}}\r\n\r\n");
+        assert_eq!(both.same_status(&request), 505, "{request:?}");
+    }
+}

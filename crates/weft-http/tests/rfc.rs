@@ -186,3 +186,78 @@ fn rfc3986_redirect_location_is_a_valid_uri() {
         Some(format!("http://{}/docs/", server.addr).as_str())
     );
 }
+
+/// RFC 9112 §6.3: "If a Transfer-Encoding header field is present in a request and the chunked
+/// transfer coding is not the final encoding, ... the server MUST respond with the 400 (Bad
+/// Request) status code and then close the connection"; §7: chunked is applied at most once.
+/// (nginx answers 501.)
+#[test]
+fn rfc9112_6_3_chunked_not_final_is_400_and_close() {
+    let dir = tree();
+    let server = TestServer::serve(dir.path());
+    for te in [
+        "chunked, gzip",
+        "chunked, chunked",
+        "chunked\r\nTransfer-Encoding: gzip",
+    ] {
+        let mut s = server.connect();
+        let request = format!("GET /a.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: {te}\r\n\r\n");
+        s.write_all(request.as_bytes()).unwrap();
+        let r = read_response(&mut s, false).unwrap();
+        assert_eq!(r.status, 400, "{te:?}");
+        assert_eq!(r.header("connection"), Some("close"));
+        assert!(closed_by_server(&mut s), "{te:?}");
+    }
+}
+
+/// RFC 9112 §6.1: a transfer coding the server does not decode is 501, and the connection
+/// closes (the body's end is unknown).
+#[test]
+fn rfc9112_6_1_unknown_coding_is_501_and_close() {
+    let dir = tree();
+    let server = TestServer::serve(dir.path());
+    let mut s = server.connect();
+    s.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut s, false).unwrap();
+    assert_eq!((r.status, r.header("connection")), (501, Some("close")));
+    assert!(closed_by_server(&mut s));
+}
+
+/// RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing: it is
+/// processed and the connection closed afterwards (nginx answers 400).
+#[test]
+fn rfc9112_6_1_http10_with_transfer_encoding_is_answered_then_closed() {
+    let dir = tree();
+    let server = TestServer::serve(dir.path());
+    let mut s = server.connect();
+    s.write_all(
+        b"GET /a.txt HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    )
+    .unwrap();
+    let r = read_response(&mut s, false).unwrap();
+    assert_eq!((r.status, r.header("connection")), (200, Some("close")));
+    assert!(closed_by_server(&mut s));
+}
+
+/// RFC 9110 §2.5: a request with a higher minor version than the server's (HTTP/1.2) is served
+/// as HTTP/1.1: keep-alive by default, pipelining works.
+#[test]
+fn rfc9110_2_5_higher_minor_version_served_as_1_1() {
+    let dir = tree();
+    let server = TestServer::serve(dir.path());
+    let mut s = server.connect();
+    s.write_all(b"GET /a.txt HTTP/1.2\r\nHost: x\r\n\r\nHEAD /a.txt HTTP/1.7\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut s, false).unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"hello, world\n"[..]));
+    assert_eq!(r.header("connection"), Some("keep-alive"));
+    let r = read_response(&mut s, true).unwrap();
+    assert_eq!(r.status, 200);
+    // Split so the version arrives in pieces.
+    let mut s = server.connect();
+    s.write_all(b"GET /a.txt HTTP/1.").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    s.write_all(b"3\r\nHost: x\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut s, false).unwrap().status, 200);
+}
