@@ -171,3 +171,52 @@ fn clear_errors() {
     fails_with(&["http", "--max-connections", "0"], "--max-connections");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// The head limits are flags, and each answers with its status.
+#[test]
+fn head_limit_flags() {
+    let root = site("limits");
+    let (_guard, addr) = start(
+        &root,
+        &[
+            "--max-request-line-bytes",
+            "100",
+            "--max-header-bytes",
+            "400",
+            "--max-header-lines",
+            "5",
+            "--max-body-bytes",
+            "10",
+            "--max-ranges",
+            "2",
+        ],
+    );
+    let status = |request: String| -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_owned()
+    };
+    let get = |path: &str, extra: &str| {
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{extra}\r\n")
+    };
+    let long = format!("/hello.txt?{}", "q".repeat(100));
+    assert!(status(get(&long, "")).starts_with("HTTP/1.1 414"));
+    let big = format!("X: {}\r\n", "b".repeat(400));
+    assert!(status(get("/hello.txt", &big)).starts_with("HTTP/1.1 431"));
+    let lines = "A: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n";
+    assert!(status(get("/hello.txt", lines)).starts_with("HTTP/1.1 431"));
+    let lines = "A: 1\r\nB: 2\r\nC: 3\r\n";
+    assert!(status(get("/hello.txt", lines)).starts_with("HTTP/1.1 200"));
+    let body = "Content-Length: 11\r\n";
+    assert!(status(get("/hello.txt", body)).starts_with("HTTP/1.1 413"));
+    fails_with(&["http", "--max-header-lines", "0"], "--max-header-lines");
+    fails_with(&["http", "--max-header-bytes", "10"], "--max-header-bytes");
+    let _ = std::fs::remove_dir_all(&root);
+}

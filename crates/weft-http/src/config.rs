@@ -24,8 +24,13 @@ pub struct Config {
     pub access_log: Option<PathBuf>,
     /// Longest request line; longer → 414.
     pub max_request_line_bytes: usize,
-    /// Largest request head; larger → 431.
+    /// Largest request head (request line and header fields); larger → 431.
     pub max_head_bytes: usize,
+    /// Most header field lines in one request; more → 431.
+    pub max_header_lines: usize,
+    /// Most ranges in one `Range` header; more and the header is ignored (200 with the whole
+    /// file), as nginx's `max_ranges` does.
+    pub max_ranges: usize,
     /// Largest request body read and discarded (GET/HEAD carry none); larger → 413.
     pub max_body_bytes: u64,
     /// Time allowed for a whole request head once its first byte arrived; then 408 and close.
@@ -59,8 +64,10 @@ impl Config {
             io: None,
             max_connections: 16_384,
             access_log: None,
-            max_request_line_bytes: 8 * 1024,
-            max_head_bytes: 32 * 1024,
+            max_request_line_bytes: DEFAULT_MAX_REQUEST_LINE_BYTES,
+            max_head_bytes: DEFAULT_MAX_HEAD_BYTES,
+            max_header_lines: DEFAULT_MAX_HEADER_LINES,
+            max_ranges: DEFAULT_MAX_RANGES,
             max_body_bytes: 1024 * 1024,
             header_timeout: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(75),
@@ -73,6 +80,23 @@ impl Config {
         }
     }
 }
+
+/// Default for [`Config::max_request_line_bytes`]: nginx's `large_client_header_buffers`
+/// buffer size, the longest request line nginx accepts.
+pub const DEFAULT_MAX_REQUEST_LINE_BYTES: usize = 8 * 1024;
+
+/// Default for [`Config::max_head_bytes`]: nginx holds a head in its 1 KiB header buffer plus
+/// four 8 KiB large buffers (about 33 KiB at most); 64 KiB is above that.
+pub const DEFAULT_MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// Default for [`Config::max_header_lines`]: nginx counts no lines, only bytes, so the default
+/// never binds before [`DEFAULT_MAX_HEAD_BYTES`] does (a field line is at least 4 bytes,
+/// `a:\r\n`).
+pub const DEFAULT_MAX_HEADER_LINES: usize = DEFAULT_MAX_HEAD_BYTES / 4;
+
+/// Default for [`Config::max_ranges`] (nginx's `max_ranges` is unlimited by default; a cap
+/// bounds what one small request can make the server send, RFC 9110 §14.2).
+pub const DEFAULT_MAX_RANGES: usize = 100;
 
 /// The scheduling policy the server uses unless told otherwise: `ws-grow` (work-stealing with
 /// local queues that grow instead of overflowing). Chosen by measurement, docs/SCHEDULERS.md

@@ -110,6 +110,7 @@ impl Conn<'_> {
         let limits = HeadLimits {
             max_request_line_bytes: config.max_request_line_bytes,
             max_head_bytes: config.max_head_bytes,
+            max_header_lines: config.max_header_lines,
         };
         let max_buf_bytes = config.max_head_bytes + INITIAL_BUF_BYTES;
         let mut buf = vec![0u8; INITIAL_BUF_BYTES];

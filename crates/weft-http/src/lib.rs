@@ -37,5 +37,8 @@ mod root;
 mod server;
 mod target;
 
-pub use config::{Config, DEFAULT_MEMORY_MAX_BYTES, DEFAULT_SCHEDULER};
+pub use config::{
+    Config, DEFAULT_MAX_HEADER_LINES, DEFAULT_MAX_HEAD_BYTES, DEFAULT_MAX_RANGES,
+    DEFAULT_MAX_REQUEST_LINE_BYTES, DEFAULT_MEMORY_MAX_BYTES, DEFAULT_SCHEDULER,
+};
 pub use server::{shutdown_on_signals, Server, ShutdownHandle};

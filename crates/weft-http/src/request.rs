@@ -11,10 +11,13 @@ pub struct HeadLimits {
     pub max_request_line_bytes: usize,
     /// Largest request head (request line and headers) in bytes; larger → 431.
     pub max_head_bytes: usize,
+    /// Most header field lines; more → 431.
+    pub max_header_lines: usize,
 }
 
-/// The most header fields in one request; more → 431.
-pub const MAX_HEADERS: usize = 64;
+/// Header fields parsed into an array on the stack; a head with more lines is parsed again
+/// into one on the heap sized by its line count (up to [`HeadLimits::max_header_lines`]).
+const STACK_HEADERS: usize = 64;
 
 /// The request methods the server tells apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,7 +97,7 @@ pub enum HeadError {
     RequestLineTooLong,
     /// Head too large: 431.
     HeadTooLarge,
-    /// More than [`MAX_HEADERS`] fields: 431.
+    /// More than [`HeadLimits::max_header_lines`] fields: 431.
     TooManyHeaders,
     /// Not HTTP/1.x: 505.
     BadVersion,
@@ -149,9 +152,19 @@ pub fn parse<'b>(buf: &'b mut [u8], limits: &HeadLimits) -> Result<Parsed<'b>, H
         }
         _ => {}
     }
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut headers);
-    let status = match req.parse(buf) {
+    let mut stack_headers = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    let mut heap_headers = Vec::new();
+    let mut req =
+        httparse::Request::new(&mut stack_headers[..limits.max_header_lines.min(STACK_HEADERS)]);
+    let mut result = req.parse(buf);
+    if result == Err(httparse::Error::TooManyHeaders) && limits.max_header_lines > STACK_HEADERS {
+        // Every field line ends with a newline, so the buffer's count bounds the fields.
+        let lines = buf.iter().filter(|&&b| b == b'\n').count();
+        heap_headers.resize(lines.min(limits.max_header_lines), httparse::EMPTY_HEADER);
+        req = httparse::Request::new(&mut heap_headers);
+        result = req.parse(buf);
+    }
+    let status = match result {
         Ok(s) => s,
         Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooManyHeaders),
         Err(httparse::Error::Version) => return Err(version_error(buf)),
@@ -372,6 +385,7 @@ mod tests {
     const LIMITS: HeadLimits = HeadLimits {
         max_request_line_bytes: 64,
         max_head_bytes: 256,
+        max_header_lines: 8,
     };
 
     /// Parses a copy (the parser may rewrite the version in place).
@@ -443,16 +457,31 @@ mod tests {
             parse_copy(big.as_bytes(), &LIMITS),
             Err(HeadError::HeadTooLarge)
         );
-        let many: String = (0..70).map(|i| format!("H{i}: v\r\n")).collect();
+        let many: String = (0..71).map(|i| format!("H{i}: v\r\n")).collect();
         let many = format!("GET / HTTP/1.1\r\n{many}\r\n");
         let roomy = HeadLimits {
             max_request_line_bytes: 64,
             max_head_bytes: 1 << 20,
+            max_header_lines: 70,
         };
         assert_eq!(
             parse_copy(many.as_bytes(), &roomy),
             Err(HeadError::TooManyHeaders)
         );
+        // Exactly at the limit (Host plus 69): parsed on the heap.
+        let at: String = (0..69).map(|i| format!("H{i}: v\r\n")).collect();
+        let at = format!("GET / HTTP/1.1\r\nHost: x\r\n{at}\r\n");
+        assert!(matches!(
+            parse_copy(at.as_bytes(), &roomy),
+            Ok(Parsed::Complete(..))
+        ));
+        // Below the stack array's size.
+        let few = HeadLimits {
+            max_header_lines: 2,
+            ..roomy
+        };
+        let three = b"GET / HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\n\r\n";
+        assert_eq!(parse_copy(three, &few), Err(HeadError::TooManyHeaders));
     }
 
     #[test]

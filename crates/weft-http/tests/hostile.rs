@@ -70,17 +70,50 @@ fn oversized_heads() {
     assert_eq!(answer_then_close(&server, endless.as_bytes()), 414);
     let big_header = format!(
         "GET / HTTP/1.1\r\nHost: x\r\nCookie: {}\r\n\r\n",
-        "c".repeat(40_000)
+        "c".repeat(70_000)
     );
     assert_eq!(answer_then_close(&server, big_header.as_bytes()), 431);
-    let many: String = (0..100).map(|i| format!("X-H{i}: v\r\n")).collect();
-    let many = format!("GET / HTTP/1.1\r\nHost: x\r\n{many}\r\n");
-    assert_eq!(answer_then_close(&server, many.as_bytes()), 431);
+    // Many short lines are fine (nginx counts none), up to the byte limit.
+    let many: String = (0..1000).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let many = format!("GET /a.txt HTTP/1.1\r\nHost: x\r\n{many}\r\n");
+    assert_eq!(server.get(&many).status, 200);
+    let too_many: String = (0..20_000).map(|_| "X:\r\n").collect();
+    let too_many = format!("GET / HTTP/1.1\r\nHost: x\r\n{too_many}\r\n");
+    assert_eq!(answer_then_close(&server, too_many.as_bytes()), 431);
     // Just under the limits is fine.
     let ok = format!(
         "GET /a.txt?{} HTTP/1.1\r\nHost: x\r\n\r\n",
         "q".repeat(8000)
     );
+    assert_eq!(server.get(&ok).status, 200);
+}
+
+/// Every head limit is a setting, and each answers with its status (RFC 9112 §3: 414 for a
+/// long request line; RFC 6585 §5: 431 for header fields too large or too many; RFC 9110
+/// §15.5.14: 413 for a body too large); one request under each limit passes.
+#[test]
+fn configured_limits_and_their_statuses() {
+    let dir = tree();
+    let mut c = config(dir.path());
+    c.max_request_line_bytes = 100;
+    c.max_head_bytes = 500;
+    c.max_header_lines = 10;
+    c.max_body_bytes = 10;
+    let server = TestServer::start(c);
+    let line = |n: usize| format!("GET /a.txt?{} HTTP/1.1\r\nHost: x\r\n\r\n", "q".repeat(n));
+    assert_eq!(answer_then_close(&server, line(100).as_bytes()), 414);
+    assert_eq!(server.get(&line(60)).status, 200);
+    let head = |n: usize| get("/a.txt", &format!("X: {}\r\n", "h".repeat(n)));
+    assert_eq!(answer_then_close(&server, head(500).as_bytes()), 431);
+    assert_eq!(server.get(&head(300)).status, 200);
+    let lines = |n: usize| get("/a.txt", &"X: y\r\n".repeat(n));
+    // Host is one of the lines.
+    assert_eq!(answer_then_close(&server, lines(10).as_bytes()), 431);
+    assert_eq!(server.get(&lines(9)).status, 200);
+    let body = |n: usize| get("/a.txt", &format!("Content-Length: {n}\r\n"));
+    assert_eq!(answer_then_close(&server, body(11).as_bytes()), 413);
+    let mut ok = body(10);
+    ok.push_str("0123456789");
     assert_eq!(server.get(&ok).status, 200);
 }
 

@@ -390,3 +390,33 @@ fn framing_and_versions_like_nginx() {
         assert_eq!(both.same_status(&request), 505, "{request:?}");
     }
 }
+
+/// The default head limits are at least nginx's: what nginx accepts (hundreds of header lines,
+/// an 8000-byte request line) weft accepts; a request line over 8 KiB is 414 and a body over
+/// 1 MiB is 413 from both.
+#[test]
+fn default_limits_like_nginx() {
+    let Some(both) = Both::start() else {
+        return;
+    };
+    for n in [65, 100, 500] {
+        let lines: String = (0..n).map(|i| format!("X-H{i}: v\r\n")).collect();
+        let request = format!("GET /a.txt HTTP/1.1\r\nHost: {{host}}\r\n{lines}\r\n");
+        assert_eq!(both.same(&request).status, 200, "{n} lines");
+    }
+    let line = |n: usize| {
+        format!(
+            "GET /a.txt?{} HTTP/1.1\r\nHost: {{host}}\r\n\r\n",
+            "q".repeat(n)
+        )
+    };
+    assert_eq!(both.same(&line(8000)).status, 200);
+    assert_eq!(both.same_status(&line(9000)), 414);
+    let cookie = format!(
+        "GET /a.txt HTTP/1.1\r\nHost: {{host}}\r\nCookie: {}\r\n\r\n",
+        "c".repeat(7000)
+    );
+    assert_eq!(both.same(&cookie).status, 200);
+    let body = "GET /a.txt HTTP/1.1\r\nHost: {host}\r\nContent-Length: 2000000\r\n\r\n";
+    assert_eq!(both.same_status(body), 413);
+}

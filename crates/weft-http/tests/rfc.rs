@@ -261,3 +261,17 @@ fn rfc9110_2_5_higher_minor_version_served_as_1_1() {
     s.write_all(b"3\r\nHost: x\r\n\r\n").unwrap();
     assert_eq!(read_response(&mut s, false).unwrap().status, 200);
 }
+
+/// RFC 6585 §5: header fields too large → 431 Request Header Fields Too Large (nginx answers
+/// 400 "Request Header Or Cookie Too Large").
+#[test]
+fn rfc6585_5_head_too_large_is_431() {
+    let dir = tree();
+    let server = TestServer::serve(dir.path());
+    let mut s = server.connect();
+    let cookie = "c".repeat(weft_http::DEFAULT_MAX_HEAD_BYTES);
+    s.write_all(get("/a.txt", &format!("Cookie: {cookie}\r\n")).as_bytes())
+        .unwrap();
+    let r = read_response(&mut s, false).unwrap();
+    assert_eq!((r.status, r.header("connection")), (431, Some("close")));
+}

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use clap::builder::TypedValueParser;
 use clap::{Args, ValueEnum};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -61,6 +62,26 @@ pub struct HttpArgs {
     #[arg(long, default_value_t = 1 << 20, value_name = "BYTES")]
     max_body_bytes: u64,
 
+    /// Longest request line (method, target, version; longer: 414).
+    #[arg(long, default_value_t = weft_http::DEFAULT_MAX_REQUEST_LINE_BYTES, value_name = "BYTES",
+          value_parser = clap::value_parser!(u32).range(16..).map(|v| v as usize))]
+    max_request_line_bytes: usize,
+
+    /// Largest request head, request line and header fields together (larger: 431).
+    #[arg(long, default_value_t = weft_http::DEFAULT_MAX_HEAD_BYTES, value_name = "BYTES",
+          value_parser = clap::value_parser!(u32).range(64..).map(|v| v as usize))]
+    max_header_bytes: usize,
+
+    /// Most header field lines in one request (more: 431).
+    #[arg(long, default_value_t = weft_http::DEFAULT_MAX_HEADER_LINES, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..).map(|v| v as usize))]
+    max_header_lines: usize,
+
+    /// Most ranges in one Range header; with more the header is ignored (200, whole file).
+    #[arg(long, default_value_t = weft_http::DEFAULT_MAX_RANGES, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..).map(|v| v as usize))]
+    max_ranges: usize,
+
     /// Files up to this size are kept in memory and sent with the head in one write
     /// (0: always send_file).
     #[arg(long, default_value_t = weft_http::DEFAULT_MEMORY_MAX_BYTES, value_name = "BYTES")]
@@ -107,6 +128,10 @@ pub fn run(args: HttpArgs) -> anyhow::Result<()> {
     config.header_timeout = Duration::from_secs(args.header_timeout.max(1));
     config.keepalive_timeout = Duration::from_secs(args.keepalive_timeout.max(1));
     config.max_body_bytes = args.max_body_bytes;
+    config.max_request_line_bytes = args.max_request_line_bytes;
+    config.max_head_bytes = args.max_header_bytes;
+    config.max_header_lines = args.max_header_lines;
+    config.max_ranges = args.max_ranges;
     config.memory_max_bytes = args.memory_max_bytes;
     config.open_file_cache_entries = args.open_files.max(1);
     config.symlinks_may_leave_root = args.allow_symlinks_outside_root;
