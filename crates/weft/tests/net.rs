@@ -700,3 +700,81 @@ fn a_lone_processor_with_timers_always_due_never_strands_a_submission() {
         assert!(ticker.join().unwrap() > 0, "{backend}");
     }
 }
+
+/// A burst of connections waiting in the kernel's accept queue is taken in one turn of the
+/// accepting fiber, not one connection per pass of the run queue: with 64 other fibers
+/// runnable all the time (semaphore ping-pong, like busy connections), accepting 256 queued
+/// connections must not cost the others hundreds of passes. Counts, not times: the ping-pong
+/// fibers count their rounds while the burst is accepted. (On io_uring every accept used to
+/// be a ring round trip, so the accept fiber went to the back of the queue after each one:
+/// 1,000 new wrk connections then waited up to a second for their first reply.)
+#[test]
+fn a_burst_of_queued_connections_is_accepted_in_few_passes_of_the_run_queue() {
+    use weft::sync::Semaphore;
+    const BURST: usize = 256;
+    const PAIRS: usize = 32;
+    for backend in backends() {
+        let c = cluster(backend, 1);
+        let passes = c
+            .spawn(move || {
+                let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+                let addr = listener.local_addr().unwrap();
+                // Plain connects: the handshakes complete in the kernel, the connections wait
+                // in the accept queue.
+                let clients: Vec<_> = (0..BURST)
+                    .map(|_| std::net::TcpStream::connect(addr).unwrap())
+                    .collect();
+                let stop = Arc::new(AtomicBool::new(false));
+                let rounds = Arc::new(AtomicUsize::new(0));
+                let mut busy = Vec::new();
+                for _ in 0..PAIRS {
+                    let (sa, sb) = (Arc::new(Semaphore::new(0)), Arc::new(Semaphore::new(0)));
+                    let (stop_a, rounds_a) = (stop.clone(), rounds.clone());
+                    let (sa2, sb2) = (sa.clone(), sb.clone());
+                    busy.push(weft::spawn(move || loop {
+                        let stopping = stop_a.load(Ordering::SeqCst);
+                        sb2.release();
+                        if stopping {
+                            break;
+                        }
+                        sa2.acquire().unwrap();
+                        rounds_a.fetch_add(1, Ordering::Relaxed);
+                    }));
+                    let (stop_b, rounds_b) = (stop.clone(), rounds.clone());
+                    busy.push(weft::spawn(move || loop {
+                        sb.acquire().unwrap();
+                        rounds_b.fetch_add(1, Ordering::Relaxed);
+                        let stopping = stop_b.load(Ordering::SeqCst);
+                        sa.release();
+                        if stopping {
+                            break;
+                        }
+                    }));
+                }
+                // Let the ping-pong get going, then take the whole burst.
+                while rounds.load(Ordering::Relaxed) < 2 * 2 * PAIRS {
+                    weft::yield_now();
+                }
+                let before = rounds.load(Ordering::Relaxed);
+                let accepted: Vec<_> = (0..BURST).map(|_| listener.accept().unwrap()).collect();
+                let after = rounds.load(Ordering::Relaxed);
+                stop.store(true, Ordering::SeqCst);
+                for b in busy {
+                    b.join().unwrap();
+                }
+                assert_eq!(accepted.len(), clients.len());
+                // Every fiber counts once per round, so one pass of the queue is 2 * PAIRS.
+                (after - before) / (2 * PAIRS)
+            })
+            .join()
+            .unwrap();
+        println!(
+            "{backend}: {passes} passes of the run queue while {BURST} connections were accepted"
+        );
+        assert!(
+            passes < BURST / 8,
+            "{backend}: the other fibers ran {passes} passes while {BURST} queued connections \
+             were accepted; a burst should take a few turns of the accepting fiber"
+        );
+    }
+}

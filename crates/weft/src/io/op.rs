@@ -333,6 +333,43 @@ pub(crate) unsafe fn linked_pair_on_uring(
     Some((r1, r2))
 }
 
+/// Like [`run`], but on io_uring the non-blocking syscall is tried once before the ring: for
+/// operations that usually find their work already there and whose fiber should take it all in
+/// one turn, such as `accept` during a burst of connections (one ring round trip per accepted
+/// connection would hand the accepting fiber one connection per pass of the run queue, while
+/// the others wait in the kernel's queue). A success spends the fiber's operation budget like
+/// any operation that completed without parking, so the fiber still switches out within
+/// [`processor::OP_BUDGET_PER_RUN`] operations. On epoll and on plain threads this is [`run`],
+/// which tries the syscall first anyway.
+///
+/// # Safety
+/// As for [`run`].
+pub(crate) unsafe fn run_syscall_first(
+    fd: i32,
+    reg: &Registration,
+    dir: Dir,
+    deadline: Option<Instant>,
+    sqe: impl FnOnce() -> io_uring::squeue::Entry,
+    mut sys: impl FnMut() -> isize,
+) -> io::Result<usize> {
+    if let Some(Driver::Uring(_)) = current_driver() {
+        if fiber::is_cancelled() {
+            return Err(cancelled());
+        }
+        let r = sys();
+        if r >= 0 {
+            processor::spend_op_budget();
+            return Ok(r as usize);
+        }
+        let e = io::Error::last_os_error();
+        if !matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) {
+            return Err(e);
+        }
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { run(fd, reg, dir, false, deadline, sqe, sys) }
+}
+
 /// Runs one socket operation for the caller, whatever it is.
 ///
 /// - On a uring processor: `sqe` is submitted with a [`Completion`] and the fiber parks.

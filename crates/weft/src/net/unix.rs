@@ -61,11 +61,11 @@ impl UnixListener {
         // operation.
         let (new_fd, _) = unsafe {
             SockAddr::try_init(|storage, len| {
-                op::run(
+                // Syscall first: a burst of connections is taken in one turn of this fiber.
+                op::run_syscall_first(
                     fd,
                     &self.reg,
                     Dir::Read,
-                    false,
                     None,
                     || {
                         opcode::Accept::new(Fd(fd), storage.cast(), len)
