@@ -216,6 +216,10 @@ fn head_limit_flags() {
     assert!(status(get("/hello.txt", lines)).starts_with("HTTP/1.1 200"));
     let body = "Content-Length: 11\r\n";
     assert!(status(get("/hello.txt", body)).starts_with("HTTP/1.1 413"));
+    let ranges = "Range: bytes=0-0,2-2,4-4\r\n";
+    assert!(status(get("/hello.txt", ranges)).starts_with("HTTP/1.1 200"));
+    let ranges = "Range: bytes=0-0,2-2\r\n";
+    assert!(status(get("/hello.txt", ranges)).starts_with("HTTP/1.1 206"));
     fails_with(&["http", "--max-header-lines", "0"], "--max-header-lines");
     fails_with(&["http", "--max-header-bytes", "10"], "--max-header-bytes");
     let _ = std::fs::remove_dir_all(&root);

@@ -58,11 +58,22 @@ pub struct CachedFile {
     pub last_modified: [u8; crate::date::DATE_BYTES],
     /// `Content-Type`, `Last-Modified`, `ETag` and `Accept-Ranges` header lines, CRLF-ended.
     pub header_lines: Box<[u8]>,
+    /// The media type (`Content-Type` value), for the parts of a multipart response.
+    pub content_type: &'static str,
+    /// Length of the `Content-Type` line at the front of `header_lines`.
+    type_line_len: usize,
     /// The whole file, when it is at most `memory_max_bytes` long.
     pub body: Option<Box<[u8]>>,
     identity: Identity,
     /// Cache-clock second of the last check against the path.
     checked_secs: AtomicU64,
+}
+
+impl CachedFile {
+    /// `header_lines` without `Content-Type` (for a multipart response, whose type differs).
+    pub fn validator_lines(&self) -> &[u8] {
+        &self.header_lines[self.type_line_len..]
+    }
 }
 
 /// One shard: relative path → entry.
@@ -213,7 +224,9 @@ fn open_entry(
     let mut header_lines = Vec::with_capacity(160);
     header_lines.extend_from_slice(b"Content-Type: ");
     header_lines.extend_from_slice(content_type.as_bytes());
-    header_lines.extend_from_slice(b"\r\nLast-Modified: ");
+    header_lines.extend_from_slice(b"\r\n");
+    let type_line_len = header_lines.len();
+    header_lines.extend_from_slice(b"Last-Modified: ");
     header_lines.extend_from_slice(&last_modified);
     header_lines.extend_from_slice(b"\r\nETag: ");
     header_lines.extend_from_slice(&etag);
@@ -225,6 +238,8 @@ fn open_entry(
         etag: etag.into_boxed_slice(),
         last_modified,
         header_lines: header_lines.into_boxed_slice(),
+        content_type,
+        type_line_len,
         body,
         identity,
         checked_secs: AtomicU64::new(0),
@@ -264,6 +279,8 @@ mod tests {
             lines.starts_with("Content-Type: text/html\r\nLast-Modified: "),
             "{lines}"
         );
+        assert_eq!(f.content_type, "text/html");
+        assert!(f.validator_lines().starts_with(b"Last-Modified: "));
         assert!(matches!(cache.lookup(&root, b"sub"), Ok(Lookup::Directory)));
         assert!(matches!(
             cache.lookup(&root, b"x"),

@@ -21,7 +21,7 @@ use weft::net::TcpStream;
 use crate::access_log;
 use crate::cache::{CachedFile, Lookup};
 use crate::conditional::{self, Conditions, Outcome, Validators};
-use crate::range::{self, RangeAnswer};
+use crate::range::{self, RangeAnswer, Span};
 use crate::request::{self, HeadError, HeadLimits, Method, Parsed, Request};
 use crate::response;
 use crate::root::OpenError;
@@ -458,13 +458,16 @@ impl Conn<'_> {
                     .if_range
                     .map_or(true, |v| conditional::if_range_holds(v, &validators)) =>
             {
-                range::parse_range(r, file.len)
+                range::parse_range(r, file.len, self.shared.config.max_ranges)
             }
             _ => RangeAnswer::Whole,
         };
         let (status, start, len) = match answer {
             RangeAnswer::Whole => (200, 0, file.len),
             RangeAnswer::Part { start, len } => (206, start, len),
+            RangeAnswer::Parts(spans) => {
+                return self.send_multipart(req, file, &spans, keep_alive, &date);
+            }
             RangeAnswer::Unsatisfiable => {
                 let mut extra = b"Content-Range: bytes */".to_vec();
                 response::push_decimal(&mut extra, file.len);
@@ -497,6 +500,66 @@ impl Conn<'_> {
         let sent = weft::fs::send_file(&file.file, start, len as usize, &self.stream)?;
         self.log(Some(req), status, sent as u64);
         Ok(sent as u64 == len)
+    }
+}
+
+impl Conn<'_> {
+    /// Answers 206 with a `multipart/byteranges` body, one part per span (RFC 9110 §14.6).
+    /// Returns false when the connection must close (the file shrank under us).
+    fn send_multipart(
+        &mut self,
+        req: &Request<'_>,
+        file: &CachedFile,
+        spans: &[Span],
+        keep_alive: bool,
+        date: &[u8; crate::date::DATE_BYTES],
+    ) -> io::Result<bool> {
+        let boundary = response::next_boundary();
+        let part_heads: Vec<Vec<u8>> = spans
+            .iter()
+            .map(|s| response::part_head(&boundary, file.content_type, s.start, s.len, file.len))
+            .collect();
+        let end = response::multipart_end(&boundary);
+        let body_len = part_heads.iter().map(|h| h.len() as u64).sum::<u64>()
+            + spans.iter().map(|s| s.len).sum::<u64>()
+            + end.len() as u64;
+        response::start(&mut self.out, 206, date);
+        self.out
+            .extend_from_slice(b"Content-Type: multipart/byteranges; boundary=");
+        self.out.extend_from_slice(&boundary);
+        self.out.extend_from_slice(b"\r\n");
+        self.out.extend_from_slice(file.validator_lines());
+        response::content_length(&mut self.out, body_len);
+        response::finish(&mut self.out, keep_alive);
+        if req.method == Method::Head {
+            self.log(Some(req), 206, 0);
+            return Ok(true);
+        }
+        if let Some(body) = &file.body {
+            for (head, s) in part_heads.iter().zip(spans) {
+                self.out.extend_from_slice(head);
+                self.out
+                    .extend_from_slice(&body[s.start as usize..(s.start + s.len) as usize]);
+            }
+            self.out.extend_from_slice(&end);
+            self.log(Some(req), 206, body_len);
+            return Ok(true);
+        }
+        self.ensure_nodelay();
+        let mut sent_total = 0u64;
+        for (head, s) in part_heads.iter().zip(spans) {
+            self.out.extend_from_slice(head);
+            self.flush()?;
+            let sent = weft::fs::send_file(&file.file, s.start, s.len as usize, &self.stream)?;
+            sent_total += head.len() as u64 + sent as u64;
+            if sent as u64 != s.len {
+                self.log(Some(req), 206, sent_total);
+                return Ok(false);
+            }
+        }
+        self.out.extend_from_slice(&end);
+        self.log(Some(req), 206, body_len);
+        Ok(true)
     }
 }
 

@@ -60,6 +60,45 @@ pub fn content_range(out: &mut Vec<u8>, start: u64, len: u64, total: u64) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// The length of a multipart boundary: 20 digits, as nginx's.
+pub const BOUNDARY_BYTES: usize = 20;
+
+/// A fresh boundary for a `multipart/byteranges` response (a process-wide counter, as nginx
+/// uses; the boundary only has to be unlikely inside the parts).
+pub fn next_boundary() -> [u8; BOUNDARY_BYTES] {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut digits = Vec::with_capacity(BOUNDARY_BYTES);
+    push_decimal(&mut digits, n);
+    let mut out = [b'0'; BOUNDARY_BYTES];
+    out[BOUNDARY_BYTES - digits.len()..].copy_from_slice(&digits);
+    out
+}
+
+/// The delimiter and headers before one part of a `multipart/byteranges` body (RFC 9110
+/// §14.6; the same bytes nginx sends: CRLF, `--boundary`, `Content-Type`, `Content-Range`).
+pub fn part_head(boundary: &[u8], content_type: &str, start: u64, len: u64, total: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(100);
+    out.extend_from_slice(b"\r\n--");
+    out.extend_from_slice(boundary);
+    out.extend_from_slice(b"\r\nContent-Type: ");
+    out.extend_from_slice(content_type.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    content_range(&mut out, start, len, total);
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// The close delimiter ending a `multipart/byteranges` body.
+pub fn multipart_end(boundary: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(BOUNDARY_BYTES + 8);
+    out.extend_from_slice(b"\r\n--");
+    out.extend_from_slice(boundary);
+    out.extend_from_slice(b"--\r\n");
+    out
+}
+
 /// `Connection: ...` and the blank line ending the head.
 pub fn finish(out: &mut Vec<u8>, keep_alive: bool) {
     out.extend_from_slice(if keep_alive {
@@ -160,6 +199,19 @@ mod tests {
         assert!(String::from_utf8(out)
             .unwrap()
             .ends_with("keep-alive\r\n\r\n"));
+    }
+
+    #[test]
+    fn multipart_pieces() {
+        let b = next_boundary();
+        assert_eq!(b.len(), 20);
+        assert!(b.iter().all(u8::is_ascii_digit));
+        assert_ne!(b, next_boundary());
+        assert_eq!(
+            part_head(b"B", "text/plain", 5, 2, 100),
+            b"\r\n--B\r\nContent-Type: text/plain\r\nContent-Range: bytes 5-6/100\r\n\r\n"
+        );
+        assert_eq!(multipart_end(b"B"), b"\r\n--B--\r\n");
     }
 
     #[test]

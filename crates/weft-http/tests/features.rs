@@ -166,8 +166,8 @@ fn ranges() {
     let r = server.get(&get("/big.bin", "Range: bytes=300000-\r\n"));
     assert_eq!(r.status, 416);
     assert_eq!(r.header("content-range"), Some("bytes */300000"));
-    // Several ranges, or nonsense: the whole file.
-    let r = server.get(&get("/big.bin", "Range: bytes=0-1,5-6\r\n"));
+    // Nonsense: the whole file.
+    let r = server.get(&get("/big.bin", "Range: bytes=0-1,x\r\n"));
     assert_eq!((r.status, r.body.len()), (200, len));
     // If-Range: honoured only when it matches.
     let etag = server

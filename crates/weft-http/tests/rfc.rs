@@ -275,3 +275,63 @@ fn rfc6585_5_head_too_large_is_431() {
     let r = read_response(&mut s, false).unwrap();
     assert_eq!((r.status, r.header("connection")), (431, Some("close")));
 }
+
+/// RFC 9110 §14.6: several ranges → 206 `multipart/byteranges`, each part with its
+/// Content-Type and Content-Range, the whole framed by Content-Length.
+#[test]
+fn rfc9110_14_6_multipart_byteranges() {
+    let dir = tree();
+    let server = TestServer::serve(dir.path());
+    let whole = std::fs::read(dir.path().join("big.bin")).unwrap();
+    let r = server.get(&get("/big.bin", "Range: bytes=0-9,200000-200009\r\n"));
+    assert_eq!(r.status, 206);
+    let ct = r.header("content-type").unwrap();
+    let boundary = ct.strip_prefix("multipart/byteranges; boundary=").unwrap();
+    assert!(r.header("content-range").is_none());
+    let mut expected = Vec::new();
+    for (start, end) in [(0usize, 9usize), (200_000, 200_009)] {
+        expected.extend_from_slice(
+            format!(
+                "\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n\
+                 Content-Range: bytes {start}-{end}/300000\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        expected.extend_from_slice(&whole[start..=end]);
+    }
+    expected.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    assert!(r.body == expected);
+}
+
+/// RFC 9110 §14.2 (a server MAY ignore a Range with many or overlapping ranges) and
+/// §15.3.7.2 (MAY coalesce overlapping ones): overlapping and touching ranges are merged, so
+/// asking for the same bytes many times never multiplies the response (range amplification);
+/// more than `max_ranges` ranges and the header is ignored. nginx instead sends every range
+/// unless they add up to more than the file.
+#[test]
+fn rfc9110_14_2_overlapping_ranges_coalesce_and_too_many_are_ignored() {
+    let dir = tree();
+    let mut c = config(dir.path());
+    c.max_ranges = 5;
+    let server = TestServer::start(c);
+    let whole = std::fs::read(dir.path().join("big.bin")).unwrap();
+    let r = server.get(&get("/big.bin", "Range: bytes=0-99,50-149,150-199\r\n"));
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("content-range"), Some("bytes 0-199/300000"));
+    assert!(r.body == whole[..200]);
+    let r = server.get(&get("/big.bin", "Range: bytes=0-,0-,0-,0-,0-\r\n"));
+    assert_eq!((r.status, r.body.len()), (206, 300_000));
+    let r = server.get(&get("/big.bin", "Range: bytes=10-19,0-4,3-9\r\n"));
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("content-range"), Some("bytes 0-19/300000"));
+    let six = "Range: bytes=0-0,2-2,4-4,6-6,8-8,10-10\r\n";
+    let r = server.get(&get("/big.bin", six));
+    assert_eq!((r.status, r.body.len()), (200, 300_000));
+    let five = "Range: bytes=0-0,2-2,4-4,6-6,8-8\r\n";
+    let r = server.get(&get("/big.bin", five));
+    assert_eq!(r.status, 206);
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .starts_with("multipart/byteranges"));
+}
