@@ -16,6 +16,9 @@ pub enum TargetError {
     BadEscape,
     /// `%00` (a NUL cannot be part of a file name).
     Nul,
+    /// A raw byte a request-target cannot hold: a control, space or DEL (httparse refuses them
+    /// before this parser sees a target; checked again so the invariants hold for any input).
+    BadByte,
     /// `%2F` (an encoded slash).
     EncodedSlash,
     /// `..` past the root.
@@ -45,6 +48,9 @@ pub struct Target<'a> {
 
 /// Decodes and normalises a request target.
 pub fn parse_target(raw: &[u8]) -> Result<Target<'_>, TargetError> {
+    if raw.iter().any(|&b| b <= b' ' || b == 0x7f) {
+        return Err(TargetError::BadByte);
+    }
     let (authority, raw) = split_absolute_form(raw)?;
     // A fragment never belongs in a request, but be lenient like nginx and drop it.
     let raw = match raw.iter().position(|&b| b == b'#') {
@@ -373,9 +379,165 @@ mod tests {
         );
         assert_eq!(parse_target(b"/a%2Fb"), Err(TargetError::EncodedSlash));
         assert_eq!(parse_target(b"/a%00b"), Err(TargetError::Nul));
+        // Found by the fuzzer: raw bytes httparse would have refused.
+        assert_eq!(parse_target(b"/c-\0/e"), Err(TargetError::BadByte));
+        assert_eq!(parse_target(b"/a b"), Err(TargetError::BadByte));
+        assert_eq!(parse_target(b"/a\x7f"), Err(TargetError::BadByte));
         assert_eq!(parse_target(b"/a%4"), Err(TargetError::BadEscape));
         assert_eq!(parse_target(b"/a%zz"), Err(TargetError::BadEscape));
         assert_eq!(parse_target(b"a"), Err(TargetError::NotAPath));
         assert_eq!(parse_target(b"*"), Err(TargetError::NotAPath));
+    }
+
+    mod model {
+        //! Property tests: `parse_target` against a reference model written differently — the
+        //! whole path percent-decoded first, slashes merged, then RFC 3986 §5.2.4's
+        //! `remove_dot_segments` run on the string (its input/output buffer loop), with a
+        //! separate depth count for "above the root".
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// The model: `Some((relative, trailing_slash))`, or `None` for a refusal.
+        fn model(raw: &[u8]) -> Option<(Vec<u8>, bool)> {
+            let end = raw
+                .iter()
+                .position(|&b| b == b'?' || b == b'#')
+                .unwrap_or(raw.len());
+            let path = &raw[..end];
+            if path.first() != Some(&b'/') {
+                return None;
+            }
+            // 1. Decode the whole path; %2F and %00 refused.
+            let mut decoded = Vec::new();
+            let mut i = 0;
+            while i < path.len() {
+                if path[i] == b'%' {
+                    let hex = std::str::from_utf8(path.get(i + 1..i + 3)?).ok()?;
+                    let b = u8::from_str_radix(hex, 16).ok()?;
+                    if b == 0 || b == b'/' || !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
+                        return None;
+                    }
+                    decoded.push(b);
+                    i += 3;
+                } else {
+                    decoded.push(path[i]);
+                    i += 1;
+                }
+            }
+            // 2. Merge slashes.
+            let mut merged: Vec<u8> = Vec::new();
+            for &b in &decoded {
+                if !(b == b'/' && merged.last() == Some(&b'/')) {
+                    merged.push(b);
+                }
+            }
+            // 3. Above the root?
+            let mut depth = 0i64;
+            for seg in merged[1..].split(|&b| b == b'/') {
+                match seg {
+                    b"" | b"." => {}
+                    b".." => {
+                        depth -= 1;
+                        if depth < 0 {
+                            return None;
+                        }
+                    }
+                    _ => depth += 1,
+                }
+            }
+            // 4. RFC 3986 §5.2.4 remove_dot_segments.
+            let mut input = merged;
+            let mut output: Vec<u8> = Vec::new();
+            while !input.is_empty() {
+                if input.starts_with(b"../") {
+                    input.drain(..3);
+                } else if input.starts_with(b"./") || input.starts_with(b"/./") {
+                    // A: "./" removed; B: "/./" → "/".
+                    input.drain(..2);
+                } else if input == b"/." {
+                    input = b"/".to_vec();
+                } else if input.starts_with(b"/../") || input == b"/.." {
+                    if input == b"/.." {
+                        input = b"/".to_vec();
+                    } else {
+                        input.drain(..3);
+                    }
+                    let cut = output.iter().rposition(|&b| b == b'/').unwrap_or(0);
+                    output.truncate(cut);
+                } else if input == b"." || input == b".." {
+                    input.clear();
+                } else {
+                    let start = usize::from(input[0] == b'/');
+                    let next = input[start..]
+                        .iter()
+                        .position(|&b| b == b'/')
+                        .map_or(input.len(), |j| j + start);
+                    output.extend(input.drain(..next));
+                }
+            }
+            // 5. Relative to the root, trailing slash noted.
+            let trailing = output.is_empty() || output.ends_with(b"/");
+            let mut rel: &[u8] = &output;
+            rel = rel.strip_prefix(b"/").unwrap_or(rel);
+            rel = rel.strip_suffix(b"/").unwrap_or(rel);
+            Some((rel.to_vec(), trailing || rel.is_empty()))
+        }
+
+        #[test]
+        fn the_model_itself() {
+            let some = |r: &str, t| Some((r.as_bytes().to_vec(), t));
+            assert_eq!(model(b"/a/../b"), some("b", false));
+            assert_eq!(model(b"/a/b/.."), some("a", true));
+            assert_eq!(model(b"//a///b/"), some("a/b", true));
+            assert_eq!(model(b"/a/%2e%2E?x"), some("", true));
+            assert_eq!(model(b"/"), some("", true));
+            assert_eq!(model(b"/.."), None);
+            assert_eq!(model(b"/a%2Fb"), None);
+            assert_eq!(model(b"/a%zz"), None);
+        }
+
+        fn segment() -> impl Strategy<Value = String> {
+            prop::sample::select(vec![
+                "a", "b", "cd", ".", "..", "", "%2e", "%2E%2e", ".%2e", "%41", "%2F", "%2f", "%00",
+                "%zz", "%4", "c%20d", "\u{e9}", "~x", "...", "a.b", "%25", "%2e.",
+            ])
+            .prop_map(str::to_owned)
+        }
+
+        fn target() -> impl Strategy<Value = String> {
+            (
+                prop::collection::vec(segment(), 0..8),
+                prop::option::of(prop::sample::select(vec!["?x=1", "?a/../b", "#f", "?q#f"])),
+            )
+                .prop_map(|(segs, tail)| format!("/{}{}", segs.join("/"), tail.unwrap_or("")))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+            #[test]
+            fn parse_target_agrees_with_the_model(raw in target()) {
+                let ours = parse_target(raw.as_bytes())
+                    .ok()
+                    .map(|t| (t.relative, t.trailing_slash));
+                prop_assert_eq!(ours, model(raw.as_bytes()), "{:?}", raw);
+            }
+
+            #[test]
+            fn normalised_targets_are_fixed_points(raw in target()) {
+                // Serving `relative` again names the same file: normalising is idempotent.
+                if let Ok(t) = parse_target(raw.as_bytes()) {
+                    let mut again = b"/".to_vec();
+                    again.extend_from_slice(&t.relative);
+                    let t2 = parse_target(&again);
+                    // A name with `%` decoded from %25 may not parse again; that is fine.
+                    if let Ok(t2) = t2 {
+                        if !t.relative.contains(&b'%') {
+                            prop_assert_eq!(t2.relative, t.relative);
+                        }
+                    }
+                }
+            }
+        }
     }
 }
