@@ -2,16 +2,20 @@
 //! lines that depend only on the file, built once (and, for small files, the bytes).
 //!
 //! Invariants:
-//! - an entry is served without a system call for at most a second: after that the first
-//!   request re-`stat`s the path, and a different device, inode, size or modification time
-//!   (the file changed or was replaced) drops the entry and reopens through [`Root::open`];
+//! - every hit `fstat`s the entry's descriptor: a different size or modification time (the
+//!   file was truncated, grown or rewritten) or no link left (deleted, or replaced by a
+//!   rename) drops the entry and reopens through [`Root::open`], so the length a head
+//!   announces is what the descriptor held just before the head was written;
+//! - once a second the first request also re-`stat`s the path, and a different device,
+//!   inode, size or modification time (another file there) drops the entry likewise;
 //! - entries are `Arc`s, so evicting or replacing one never closes a descriptor a response is
 //!   still sending from;
 //! - the shard locks are `std::sync::Mutex`es held only for a map lookup, insert or removal,
 //!   never across I/O or a park (the fiber contract); no two are ever held at once.
 //!
 //! Opening runs on the blocking pool (it may read directories from disk); revalidation is an
-//! `fstatat` on the processor (dentries of a path just served are in memory).
+//! `fstat` (every hit) and an `fstatat` (once a second) on the processor (the inode and the
+//! dentries of a path just served are in memory).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -116,14 +120,22 @@ impl FileCache {
         let shard = self.shard(relative);
         let cached = lock(shard).get(relative).cloned();
         if let Some(entry) = cached {
-            let now = self.now_secs();
-            if entry.checked_secs.load(Ordering::Relaxed) == now {
-                return Ok(Lookup::File(entry));
-            }
-            if let Ok(st) = root.stat(relative) {
-                if identity_of_stat(&st) == entry.identity {
-                    entry.checked_secs.store(now, Ordering::Relaxed);
+            // Every hit: the descriptor must still hold what the head will announce (length,
+            // modification time) and still be linked, so a file truncated, grown, rewritten,
+            // replaced (the old inode loses its last link) or deleted is never answered from
+            // the old entry. One fstat on a descriptor already open.
+            if descriptor_unchanged(&entry) {
+                let now = self.now_secs();
+                if entry.checked_secs.load(Ordering::Relaxed) == now {
                     return Ok(Lookup::File(entry));
+                }
+                // Once a second, the path too (a different file there, e.g. with another
+                // hard link to the old one still alive).
+                if let Ok(st) = root.stat(relative) {
+                    if identity_of_stat(&st) == entry.identity {
+                        entry.checked_secs.store(now, Ordering::Relaxed);
+                        return Ok(Lookup::File(entry));
+                    }
                 }
             }
             let mut map = lock(shard);
@@ -164,6 +176,21 @@ impl FileCache {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Whether the entry's descriptor still has the identity it was opened with and a link.
+fn descriptor_unchanged(entry: &CachedFile) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: the descriptor is open for as long as `entry` (it owns it), and `st` is a
+    // writable buffer of the size fstat fills.
+    let r = unsafe { libc::fstat(entry.file.as_raw_fd(), st.as_mut_ptr()) };
+    if r != 0 {
+        return false;
+    }
+    // SAFETY: fstat returned 0, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    st.st_nlink > 0 && identity_of_stat(&st) == entry.identity
 }
 
 fn identity_of_stat(st: &libc::stat) -> Identity {
@@ -307,6 +334,24 @@ mod tests {
         // A deleted file is noticed too.
         std::fs::remove_file(dir.path().join("a.html")).unwrap();
         changed.checked_secs.store(u64::MAX, Ordering::Relaxed);
+        assert!(matches!(
+            cache.lookup(&root, b"a.html"),
+            Err(OpenError::NotFound)
+        ));
+    }
+
+    #[test]
+    fn changes_within_the_second_are_noticed_on_the_descriptor() {
+        let (dir, root) = setup();
+        let cache = FileCache::new(100, 1024);
+        let first = file(cache.lookup(&root, b"a.html"));
+        // Truncated in place: same inode, the entry is still "checked this second".
+        std::fs::write(dir.path().join("a.html"), b"hi").unwrap();
+        let now = file(cache.lookup(&root, b"a.html"));
+        assert!(!Arc::ptr_eq(&first, &now));
+        assert_eq!(now.body.as_deref(), Some(&b"hi"[..]));
+        // Deleted: the descriptor has no link left.
+        std::fs::remove_file(dir.path().join("a.html")).unwrap();
         assert!(matches!(
             cache.lookup(&root, b"a.html"),
             Err(OpenError::NotFound)

@@ -6,7 +6,9 @@
 //! - the input buffer never grows past `max_head_bytes` plus one read's slack: a head that
 //!   does not fit is answered 431 (or 414) instead;
 //! - a response head is always followed by exactly the body bytes its `Content-Length`
-//!   promises, or the connection is closed (a file that shrank while being sent);
+//!   promises, or the connection is closed (a file that shrank while being sent, reported on
+//!   stderr); the length is the one the open-file cache checked on the descriptor just before
+//!   the head was written (see `cache.rs`);
 //! - the connection is marked [`IDLE`] only while it waits for (more of) a request head, when
 //!   nothing is owed to the client; graceful shutdown cancels only idle connections, so a
 //!   response in flight is never cut (see `server.rs`).
@@ -499,7 +501,11 @@ impl Conn<'_> {
         self.flush()?;
         let sent = weft::fs::send_file(&file.file, start, len as usize, &self.stream)?;
         self.log(Some(req), status, sent as u64);
-        Ok(sent as u64 == len)
+        if (sent as u64) < len {
+            report_truncated(req, sent as u64, len);
+            return Ok(false);
+        }
+        Ok(true)
     }
 }
 
@@ -554,6 +560,7 @@ impl Conn<'_> {
             sent_total += head.len() as u64 + sent as u64;
             if sent as u64 != s.len {
                 self.log(Some(req), 206, sent_total);
+                report_truncated(req, sent_total, body_len);
                 return Ok(false);
             }
         }
@@ -561,6 +568,18 @@ impl Conn<'_> {
         self.log(Some(req), 206, body_len);
         Ok(true)
     }
+}
+
+/// A body cut short because the file shrank while it was being sent: the head promised more,
+/// so the connection closes; said on stderr as nginx's error log says "file was truncated".
+fn report_truncated(req: &Request<'_>, sent: u64, promised: u64) {
+    // Not eprintln!, which panics when stderr is closed.
+    let _ = writeln!(
+        io::stderr(),
+        "weft http: {:?} was truncated while being sent: {sent} of {promised} bytes; \
+         closing the connection",
+        String::from_utf8_lossy(req.target)
+    );
 }
 
 /// The status for a failed open; unexpected errors (500) are also reported on stderr.

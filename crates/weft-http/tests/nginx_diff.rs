@@ -490,3 +490,55 @@ fn multipart_ranges_like_nginx() {
         assert_eq!(r.status, 206);
     }
 }
+
+/// A file truncated, grown, rewritten, replaced or deleted between requests (no pause, so
+/// within the second weft's open-file cache used to trust) is answered as nginx answers it:
+/// the same status, length, validators and bytes.
+#[test]
+fn changing_files_like_nginx() {
+    let Some(both) = Both::start() else {
+        return;
+    };
+    let p = both.dir.path().join("changing.bin");
+    let bytes = |len: usize, seed: u8| -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
+            .collect()
+    };
+    let request = "GET /changing.bin HTTP/1.1\r\nHost: {host}\r\n\r\n";
+    let ranged = "GET /changing.bin HTTP/1.1\r\nHost: {host}\r\nRange: bytes=10-20,-5\r\n\r\n";
+    std::fs::write(&p, bytes(100_000, 1)).unwrap();
+    assert_eq!(both.same(request).status, 200);
+    let open = || std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    open().set_len(50_000).unwrap();
+    assert_eq!(both.same(request).body.len(), 50_000);
+    both.same(ranged);
+    open().write_all(&bytes(120_000, 2)).unwrap();
+    assert_eq!(both.same(request).body.len(), 120_000);
+    open().set_len(3_000).unwrap();
+    assert_eq!(both.same(request).body.len(), 3_000);
+    both.same(ranged);
+    let tmp = both.dir.path().join("changing.tmp");
+    std::fs::write(&tmp, bytes(70_000, 3)).unwrap();
+    std::fs::rename(&tmp, &p).unwrap();
+    assert_eq!(both.same(request).body.len(), 70_000);
+    std::fs::remove_file(&p).unwrap();
+    assert_eq!(both.same_status(request), 404);
+}
+
+/// A file truncated while its body is in flight: neither server can keep the promised length;
+/// both end the connection early (nginx: "file was truncated").
+#[test]
+fn truncated_in_flight_like_nginx() {
+    let Some(both) = Both::start() else {
+        return;
+    };
+    let len = 32usize << 20;
+    for addr in [both.weft, both.nginx] {
+        let p = both.dir.path().join("huge.bin");
+        std::fs::write(&p, pattern(len)).unwrap();
+        let (got, announced) = truncate_in_flight(addr, &p, "/huge.bin");
+        assert_eq!(announced, len, "{addr}");
+        assert!(got < len, "{addr}: got {got} of {len}");
+    }
+}

@@ -218,3 +218,61 @@ pub fn require(program: &str) -> Option<PathBuf> {
     eprintln!("SKIP: {program} is not installed");
     None
 }
+
+/// Requests `path` from `addr` with a small receive buffer, truncates the file to 1 MiB once
+/// the head arrived, then reads to EOF; returns (body bytes received, Content-Length).
+pub fn truncate_in_flight(addr: std::net::SocketAddr, p: &Path, path: &str) -> (usize, usize) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    shrink_receive_buffer(&s);
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).unwrap(), 1);
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    let announced: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let mut got = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("no EOF after a truncated body ({got} bytes): {e}"),
+        }
+    }
+    (got, announced)
+}
+
+/// A small receive buffer, so a server is still sending a big body when the test acts.
+pub fn shrink_receive_buffer(s: &std::net::TcpStream) {
+    use std::os::fd::AsRawFd;
+    let size: libc::c_int = 16 * 1024;
+    // SAFETY: setsockopt with a valid descriptor and an int option that outlives the call.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0);
+}
