@@ -224,3 +224,74 @@ fn head_limit_flags() {
     fails_with(&["http", "--max-header-bytes", "10"], "--max-header-bytes");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A file truncated while its body is in flight: the connection ends early and the server
+/// says so on stderr (as nginx's error log says "file was truncated").
+#[test]
+fn a_file_truncated_in_flight_is_logged() {
+    let root = site("truncated");
+    let huge = root.join("huge.bin");
+    let len = 32usize << 20;
+    std::fs::write(&huge, vec![7u8; len]).unwrap();
+    let mut child = weft()
+        .args(["http", "--root"])
+        .arg(&root)
+        .args(["--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let _guard = ChildGuard(child);
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in stderr.lines() {
+            let Ok(line) = line else { return };
+            if lines_tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let first = lines.recv_timeout(Duration::from_secs(10)).unwrap();
+    let addr: SocketAddr = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {first:?}"))
+        .parse()
+        .unwrap();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(b"GET /huge.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).unwrap(), 1);
+        head.push(byte[0]);
+    }
+    assert!(String::from_utf8_lossy(&head).contains(&format!("Content-Length: {len}\r\n")));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&huge)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("no end after {got} bytes: {e}"),
+        }
+    }
+    assert!(got < len, "{got}");
+    let line = lines.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(
+        line.contains("\"/huge.bin\" was truncated while being sent")
+            && line.contains(&format!("of {len} bytes")),
+        "{line}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -9,17 +9,20 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
-//! GET and HEAD (others: 405 with `Allow`), HTTP/1.0 and 1.1 keep-alive and pipelining,
-//! `Content-Type` by extension, `Last-Modified`, nginx-style `ETag`, `If-None-Match` /
-//! `If-Modified-Since` → 304, one `Range` → 206 or 416 (`If-Range` honoured), `index.html` for
-//! directories and a 301 to add the slash, limits with their statuses (400, 413, 414, 431,
-//! 408, 503), graceful shutdown.
+//! GET and HEAD (others: 405 with `Allow`), HTTP/1.0 and 1.1 (higher 1.x minors served as 1.1)
+//! keep-alive and pipelining, `Content-Type` by extension, `Last-Modified`, nginx-style `ETag`,
+//! the conditional requests of RFC 9110 §13 in §13.2.2's order (`If-Match` /
+//! `If-Unmodified-Since` → 412, `If-None-Match` / `If-Modified-Since` → 304, `If-Range`),
+//! `Range` → 206 (several ranges: `multipart/byteranges`, overlapping ones coalesced, capped) or
+//! 416, `index.html` for directories and a 301 to add the slash (its `Location` built from a
+//! validated authority), `Host` and framing validated (400, 501), configurable limits with their
+//! statuses (400, 413, 414, 431, 408, 503), graceful shutdown.
 //!
 //! Modules, from the wire inwards: `server` (listener, accept loop, connection limit,
 //! shutdown) → `conn` (one connection: buffer, pipelining, timeouts, answers) → the pure
-//! parts `request` (httparse), `target` (decoding, normalising), `range` (Range and
-//! conditionals), `response` (heads), `date` (the cached `Date`) → `cache` (open files) →
-//! `root` (opening below the root).
+//! parts `request` (httparse), `target` (decoding, normalising, authorities), `range`
+//! (`Range`), `conditional` (RFC 9110 §13), `response` (heads), `date` (the cached `Date`) →
+//! `cache` (open files) → `root` (opening below the root).
 //!
 //! Architecture invariant: the pure modules do no I/O and know nothing of weft; only
 //! `server`, `conn` and `cache` touch the runtime.

@@ -88,6 +88,12 @@ fn rfc9110_13_1_2_and_13_1_3_none_match_and_modified_since() {
     assert_eq!(r.status, 200);
     let r = server.get(&get("/a.txt", "If-Modified-Since: yesterday\r\n"));
     assert_eq!(r.status, 200);
+    // A matching If-None-Match decides alone (nginx lets the older date answer 200).
+    let r = server.get(&get(
+        "/a.txt",
+        &format!("If-None-Match: {etag}\r\nIf-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\n"),
+    ));
+    assert_eq!(r.status, 304);
 }
 
 /// RFC 9110 §13.2.2: If-Match is evaluated first (412 even when If-None-Match would give 304),
