@@ -42,6 +42,43 @@ pub struct Settings {
     /// Hold `-m` against the allocator's heap too (see `store::heap`). It samples the whole
     /// process, so turn it off when several servers share one process (tests).
     pub watch_heap: bool,
+    /// `-b`: the listen backlog.
+    pub backlog: u32,
+    /// `-A`: the `shutdown` command stops the server (else memcached's refusal).
+    pub shutdown_command: bool,
+    /// `-F` clears this: `flush_all` is refused.
+    pub flush_enabled: bool,
+    /// `-X` clears this: `stats cachedump` is refused.
+    pub dump_enabled: bool,
+    /// `-C` clears this: every item's CAS value is 0.
+    pub use_cas: bool,
+    /// `-Y`: `user:password` lines; a connection must authenticate (ASCII auth) first.
+    pub auth: Option<Vec<(Vec<u8>, Vec<u8>)>>,
+    /// `-D`: the key prefix delimiter for `stats detail`.
+    pub prefix_delimiter: u8,
+    /// `-D` given: per-prefix stats are collected from the start.
+    pub detail_enabled: bool,
+    /// `-R`: requests one connection runs before letting others run.
+    pub reqs_per_event: usize,
+    /// `-o idle_timeout`: close a connection that sends nothing for this many seconds (0 =
+    /// never).
+    pub idle_timeout_secs: u64,
+    /// `-o hashpower`: the hash tables are sized for 2^n items at start.
+    pub hashpower: Option<u8>,
+    /// `-o lru_crawler` / `no_lru_crawler`: the background sweeper of expired items.
+    pub sweeper: bool,
+    /// `-o lru_crawler_tocrawl`: slots the sweeper looks at per shard and pass (0 = all).
+    pub sweep_budget: usize,
+    /// `-B`: `auto-negotiate` or `ascii` (both serve the text protocol).
+    pub binding_protocol: &'static str,
+    /// memcached's slab tuning (`-f`, `-n`, `-o slab_chunk_max`): weft allocates each item
+    /// exactly, so these only name the size classes `stats items`/`stats slabs`/`me` report.
+    pub slab_growth_factor: f64,
+    pub slab_chunk_min: usize,
+    pub slab_chunk_max: usize,
+    /// Settings that only `stats settings` reports (memcached's name and value), set by
+    /// flags and `-o` options weft accepts without a behaviour of its own.
+    pub reported: Vec<(String, String)>,
 }
 
 impl Default for Settings {
@@ -62,6 +99,24 @@ impl Default for Settings {
             write_stall_timeout_ms: 30_000,
             sweep_interval_ms: 1000,
             watch_heap: true,
+            backlog: 1024,
+            shutdown_command: false,
+            flush_enabled: true,
+            dump_enabled: true,
+            use_cas: true,
+            auth: None,
+            prefix_delimiter: b':',
+            detail_enabled: false,
+            reqs_per_event: 20,
+            idle_timeout_secs: 0,
+            hashpower: None,
+            sweeper: true,
+            sweep_budget: 1024,
+            binding_protocol: "auto-negotiate",
+            slab_growth_factor: 1.25,
+            slab_chunk_min: 48,
+            slab_chunk_max: 512 * 1024,
+            reported: Vec::new(),
         }
     }
 }

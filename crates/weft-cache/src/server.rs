@@ -31,8 +31,6 @@ use crate::store::heap;
 const TOO_MANY_CONNECTIONS: &[u8] = b"ERROR Too many open connections\r\n";
 /// Stack per connection fiber: parsing and replying need little.
 const CONNECTION_STACK_BYTES: usize = 64 * 1024;
-/// Slots the sweeper looks at per shard and pass.
-const SWEEP_BUDGET: usize = 1024;
 
 /// A running server.
 pub struct Server {
@@ -118,7 +116,7 @@ impl Server {
             for host in hosts {
                 let addr = format!("{host}:{}", ctx.settings.port);
                 let listener = TcpListener::builder()
-                    .backlog(1024)
+                    .backlog(i32::try_from(ctx.settings.backlog).unwrap_or(i32::MAX))
                     .bind(addr.as_str())
                     .map_err(|e| {
                         io::Error::new(
@@ -138,8 +136,10 @@ impl Server {
                 })?);
             }
         }
-        let c = ctx.clone();
-        fibers.push(spawn_on(&cluster, "sweeper", move || sweeper(c))?);
+        if ctx.settings.sweeper {
+            let c = ctx.clone();
+            fibers.push(spawn_on(&cluster, "sweeper", move || sweeper(c))?);
+        }
         if ctx.settings.watch_heap {
             let c = ctx.clone();
             fibers.push(spawn_on(&cluster, "heap-watch", move || heap_watch(c))?);
@@ -150,6 +150,12 @@ impl Server {
             tcp_addrs,
             fibers,
         })
+    }
+
+    /// Whether a client asked the server to stop (`shutdown` with `-A`); the caller then
+    /// calls [`Server::shutdown`].
+    pub fn shutdown_requested(&self) -> bool {
+        self.ctx.shutdown_requested.load(Ordering::Relaxed)
     }
 
     /// The TCP addresses listened on (with the real port when `-p 0`).
@@ -247,6 +253,10 @@ fn accept_tcp(listener: TcpListener, local: SocketAddr, ctx: Arc<Context>) {
         let _ = stream.set_write_timeout(Some(Duration::from_millis(
             ctx.settings.write_stall_timeout_ms,
         )));
+        if ctx.settings.idle_timeout_secs > 0 {
+            let _ =
+                stream.set_read_timeout(Some(Duration::from_secs(ctx.settings.idle_timeout_secs)));
+        }
         let fd = stream.as_raw_fd();
         register(&ctx, fd, format!("tcp:{peer}"), &listen);
         let c = ctx.clone();
@@ -276,6 +286,10 @@ fn accept_unix(listener: UnixListener, ctx: Arc<Context>) {
         let _ = stream.set_write_timeout(Some(Duration::from_millis(
             ctx.settings.write_stall_timeout_ms,
         )));
+        if ctx.settings.idle_timeout_secs > 0 {
+            let _ =
+                stream.set_read_timeout(Some(Duration::from_secs(ctx.settings.idle_timeout_secs)));
+        }
         let fd = stream.as_raw_fd();
         register(&ctx, fd, listen.clone(), &listen);
         let c = ctx.clone();
@@ -325,7 +339,11 @@ fn sweeper(ctx: Arc<Context>) {
     let interval = Duration::from_millis(ctx.settings.sweep_interval_ms.max(1));
     while weft::sleep(interval).is_ok() {
         let now = ctx.store.clock.now();
-        ctx.store.sweep(SWEEP_BUDGET, now);
+        let budget = match ctx.settings.sweep_budget {
+            0 => usize::MAX,
+            n => n,
+        };
+        ctx.store.sweep(budget, now);
     }
 }
 

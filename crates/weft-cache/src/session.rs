@@ -15,13 +15,17 @@
 //!   when a write makes no progress for the write-stall timeout. Small pipelined batches
 //!   still go out in one vectored write at the end of the batch.
 //! - Input bytes of a data block that cannot be stored are discarded as they arrive.
+//! - After `-R` requests of one read the fiber yields (memcached's `conn_yields`), so a long
+//!   pipeline does not starve the other connections of its processor; the replies still go
+//!   out together.
+//! - With `-Y`, requests are answered by [`auth_step`] until the connection authenticates.
 
 use std::io::{self, Read, Write};
 
 use crate::exec::{execute, Context, Flow};
 use crate::output::Output;
-use crate::protocol::{incomplete_request_bytes, parse, Parse};
-use crate::stats::add;
+use crate::protocol::{incomplete_request_bytes, parse, Parse, Tokens};
+use crate::stats::{add, bump};
 
 /// Initial (and idle) input buffer size.
 pub const READ_BUFFER_MIN_BYTES: usize = 4 * 1024;
@@ -41,6 +45,10 @@ where
     let mut len = 0;
     let mut swallow = 0usize;
     let mut out = Output::new();
+    let mut authenticated = ctx.settings.auth.is_none();
+    // memcached answers every not-yet-authenticated request of one read in the same reply
+    // slot, so only the last of them is sent: this marks where that slot starts.
+    let mut auth_reply: Option<crate::output::Mark> = None;
     loop {
         if len == buf.len() {
             let grown = (buf.len() * 2).max(READ_BUFFER_MIN_BYTES);
@@ -55,6 +63,7 @@ where
         len += n;
         let now = ctx.store.clock.now();
         let mut pos = 0;
+        let mut ran = 0usize;
         let mut close = false;
         loop {
             if swallow > 0 {
@@ -63,6 +72,32 @@ where
                 swallow -= k;
                 if swallow > 0 {
                     break;
+                }
+            }
+            if !authenticated {
+                let users = ctx.settings.auth.as_deref().unwrap_or(&[]);
+                match auth_step(&buf[pos..len], users) {
+                    AuthStep::NeedMore => break,
+                    AuthStep::Close => {
+                        close = true;
+                        break;
+                    }
+                    AuthStep::Reply { consumed, line, ok } => {
+                        pos += consumed;
+                        if let Some(m) = auth_reply {
+                            out.rollback(m);
+                        }
+                        auth_reply = Some(out.mark());
+                        out.line(line);
+                        if ok.is_some() {
+                            bump(&ctx.store.stats.auth_cmds);
+                        }
+                        if ok == Some(false) {
+                            bump(&ctx.store.stats.auth_errors);
+                        }
+                        authenticated = ok == Some(true);
+                        continue;
+                    }
                 }
             }
             match parse(&buf[pos..len], &ctx.limits) {
@@ -85,20 +120,117 @@ where
                             close = true;
                             break;
                         }
+                        Flow::CloseNow => return Ok(()),
                     }
                     if out.len() >= OUTPUT_FLUSH_BYTES {
                         flush(&mut out, &mut stream, ctx)?;
+                    }
+                    ran += 1;
+                    if ran == ctx.settings.reqs_per_event {
+                        // memcached's -R: a long pipeline lets other connections run.
+                        ran = 0;
+                        bump(&ctx.store.stats.conn_yields);
+                        weft::yield_now();
                     }
                 }
             }
         }
         flush(&mut out, &mut stream, ctx)?;
+        auth_reply = None;
         if close {
             return Ok(());
         }
         buf.copy_within(pos..len, 0);
         len -= pos;
         resize_input(&mut buf, len, filled);
+    }
+}
+
+/// What a request does on a connection that has not authenticated yet (`-Y`).
+#[derive(Debug, PartialEq, Eq)]
+enum AuthStep {
+    NeedMore,
+    /// No newline in 2048 bytes, or a credentials block over [`AUTH_BLOCK_MAX_BYTES`].
+    Close,
+    /// Answer `line` after consuming `consumed` bytes; `ok` is the outcome of a credentials
+    /// check (`None` when the request was not one).
+    Reply {
+        consumed: usize,
+        line: &'static str,
+        ok: Option<bool>,
+    },
+}
+
+/// Largest credentials block accepted (memcached reads it into its fixed read buffer).
+const AUTH_BLOCK_MAX_BYTES: usize = READ_BUFFER_MAX_BYTES;
+
+/// memcached's `try_read_command_asciiauth`: the only request accepted is
+/// `set <any key> <any> <any> <n>\r\n<user> <password>\r\n`; anything else gets
+/// `CLIENT_ERROR unauthenticated`.
+fn auth_step(buf: &[u8], users: &[(Vec<u8>, Vec<u8>)]) -> AuthStep {
+    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+        return if buf.len() > crate::protocol::LINE_WITHOUT_NEWLINE_MAX_BYTES {
+            AuthStep::Close
+        } else {
+            AuthStep::NeedMore
+        };
+    };
+    let line_len = nl + 1;
+    let line = buf[..nl].strip_suffix(b"\r").unwrap_or(&buf[..nl]);
+    let t = Tokens::new(line);
+    let size = if t.count() >= 5 && t.get(0) == b"set" {
+        crate::protocol::number::strtoul32(t.get(4))
+    } else {
+        None
+    };
+    let Some(size) = size else {
+        return AuthStep::Reply {
+            consumed: line_len,
+            line: "CLIENT_ERROR unauthenticated",
+            ok: None,
+        };
+    };
+    let block = size as usize + 2;
+    if block > AUTH_BLOCK_MAX_BYTES {
+        return AuthStep::Close;
+    }
+    if buf.len() < line_len + block {
+        return AuthStep::NeedMore;
+    }
+    let data = &buf[line_len..line_len + block];
+    let consumed = line_len + block;
+    let Some(payload) = data.strip_suffix(b"\r\n") else {
+        return AuthStep::Reply {
+            consumed,
+            line: "CLIENT_ERROR bad command line termination",
+            ok: None,
+        };
+    };
+    let cut = payload
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(payload.len());
+    let words = Tokens::new(&payload[..cut]);
+    if words.count() < 2 {
+        return AuthStep::Reply {
+            consumed,
+            line: "CLIENT_ERROR bad authentication token format",
+            ok: None,
+        };
+    }
+    let (user, pass) = (words.get(0), words.get(1));
+    if users.iter().any(|(u, p)| u == user && p == pass) {
+        AuthStep::Reply {
+            consumed,
+            line: "STORED",
+            ok: Some(true),
+        }
+    } else {
+        AuthStep::Reply {
+            consumed,
+            line: "CLIENT_ERROR authentication failure",
+            ok: Some(false),
+        }
     }
 }
 

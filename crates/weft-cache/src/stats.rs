@@ -60,6 +60,7 @@ counters!(
     reclaimed,
     total_connections,
     rejected_connections,
+    conn_yields,
 );
 
 /// Adds one to a counter.

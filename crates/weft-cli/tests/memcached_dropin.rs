@@ -192,3 +192,426 @@ fn no_evictions_reclaims_expired_items_before_refusing() {
         reclaims_expired_before_refusing(addr, "memcached");
     }
 }
+
+/// Debian's stock /etc/memcached.conf, as its start script turns it into flags (the
+/// `logfile` line is the script's own; `-p` and `-P` point at this test's port and file).
+const DEBIAN_CONF: &str = "\
+# Run memcached as a daemon.
+-d
+logfile /var/log/memcached.log
+-m 64
+-p 11211
+-u memcache
+-l 127.0.0.1
+-P /var/run/memcached/memcached.pid
+";
+
+fn conf_flags(conf: &str, port: u16, pidfile: &str) -> Vec<String> {
+    let mut flags = Vec::new();
+    for line in conf.lines() {
+        let line = line.trim();
+        if !line.starts_with('-') {
+            continue;
+        }
+        let mut parts = line.splitn(2, ' ');
+        let flag = parts.next().unwrap().to_owned();
+        let value = parts.next().map(str::trim).map(str::to_owned);
+        let value = match (flag.as_str(), value) {
+            ("-p", _) => Some(port.to_string()),
+            ("-P", _) => Some(pidfile.to_owned()),
+            (_, v) => v,
+        };
+        flags.push(flag);
+        flags.extend(value);
+    }
+    flags
+}
+
+fn wait_for(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what} within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+#[test]
+fn debian_memcached_conf_starts_weft_unchanged() {
+    let conf = std::fs::read_to_string("/etc/memcached.conf").unwrap_or_else(|_| {
+        eprintln!("no /etc/memcached.conf here: using Debian's stock file");
+        DEBIAN_CONF.to_owned()
+    });
+    let dir = std::env::temp_dir().join(format!("weft-debian-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // The daemon drops to the memcache user, which must be able to remove its PID file.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let pidfile = dir.join("memcached.pid");
+    let port = free_port();
+    let mut flags = conf_flags(&conf, port, pidfile.to_str().unwrap());
+    if !is_root() {
+        // -u only matters to root (memcached ignores it otherwise).
+        if let Some(i) = flags.iter().position(|f| f == "-u") {
+            flags.drain(i..i + 2);
+        }
+    }
+    assert!(flags.contains(&"-d".to_owned()), "{flags:?}");
+    let status = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .arg("memcached")
+        .args(&flags)
+        .stdin(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "weft memcached {flags:?}: {status}");
+    // The parent returned once the daemon listened, with the PID file written.
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .expect("the -P file")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(pid_alive(pid));
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut c = Client::connect(addr);
+    assert_eq!(c.set("debian", 0, 10), "STORED");
+    assert!(c.has("debian"));
+    // SAFETY: signalling the daemon this test started (its PID from the file).
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    wait_for("the daemon exits", Duration::from_secs(10), || {
+        !pid_alive(pid)
+    });
+    if is_root() {
+        // The daemon runs as memcache and may remove the file only in this open directory.
+        wait_for("the PID file is removed", Duration::from_secs(2), || {
+            !pidfile.exists()
+        });
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_thesis_command_line_starts_weft() {
+    let (_server, addr) = start_weft(&[
+        "-b",
+        "32768",
+        "-c",
+        "32768",
+        "-m",
+        "10240",
+        "-o",
+        "hashpower=24",
+    ]);
+    let mut c = Client::connect(addr);
+    assert_eq!(c.set("thesis", 0, 100), "STORED");
+    assert!(c.has("thesis"));
+    c.writer.write_all(b"stats settings\r\n").unwrap();
+    let mut settings = Vec::new();
+    loop {
+        let l = c.line();
+        if l == "END" {
+            break;
+        }
+        settings.push(l);
+    }
+    for want in [
+        "STAT maxbytes 10737418240",
+        "STAT maxconns 32768",
+        "STAT tcp_backlog 32768",
+        "STAT hashpower_init 24",
+    ] {
+        assert!(
+            settings.iter().any(|l| l == want),
+            "no {want:?} in {settings:?}"
+        );
+    }
+}
+
+/// Every flag of `memcached -h` at once (except those that end the program or that weft
+/// refuses by name: -h, -i, -V, -d, -S, -Z, -U n): weft starts, serves, and says in -v
+/// output what the ones without a behaviour do.
+#[test]
+fn every_flag_of_memcached_help_is_accepted() {
+    let dir = std::env::temp_dir().join(format!("weft-flags-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let auth = dir.join("auth");
+    std::fs::write(&auth, "u:p\n").unwrap();
+    let auth = auth.to_str().unwrap().to_owned();
+    let memfile = dir.join("mem").to_str().unwrap().to_owned();
+    let pidfile = dir.join("pid").to_str().unwrap().to_owned();
+    let port = free_port().to_string();
+    let flags = [
+        "-p",
+        &port,
+        "-U",
+        "0",
+        "-l",
+        "127.0.0.1",
+        "-a",
+        "700",
+        "-A",
+        "-r",
+        "-m",
+        "64",
+        "-M",
+        "-c",
+        "100",
+        "-k",
+        "-v",
+        "-P",
+        &pidfile,
+        "-f",
+        "1.5",
+        "-n",
+        "64",
+        "-L",
+        "-D",
+        ":",
+        "-t",
+        "2",
+        "-R",
+        "10",
+        "-C",
+        "-b",
+        "512",
+        "-B",
+        "ascii",
+        "-I",
+        "2m",
+        "-F",
+        "-X",
+        "-W",
+        "-Y",
+        &auth,
+        "-e",
+        &memfile,
+        "-N",
+        "2",
+        "-o",
+        "idle_timeout=60,modern",
+    ];
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+    cmd.arg("memcached").args(flags);
+    if is_root() {
+        cmd.args(["-u", "root"]);
+    }
+    let mut child = ChildGuard(
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_for("weft listens", Duration::from_secs(10), || {
+        TcpStream::connect(addr).is_ok()
+    });
+    let mut c = Client::connect(addr);
+    // -Y: authenticate first; -C: CAS 0; -F: no flush_all.
+    c.writer.write_all(b"set x 0 0 3\r\nu p\r\n").unwrap();
+    assert_eq!(c.line(), "STORED");
+    c.writer
+        .write_all(b"set k 0 0 1\r\nv\r\ngets k\r\nflush_all\r\n")
+        .unwrap();
+    assert_eq!(c.line(), "STORED");
+    assert_eq!(c.line(), "VALUE k 0 1 0");
+    assert_eq!(c.line(), "v");
+    assert_eq!(c.line(), "END");
+    assert_eq!(c.line(), "CLIENT_ERROR flush_all not allowed");
+    // SAFETY: signalling the child this test started, by its PID.
+    unsafe {
+        libc::kill(child.0.id() as i32, libc::SIGTERM);
+    }
+    let mut err = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    for flag in ["-f 1.5 -n 64", "-L", "-e ", "-N 2", "-W", "-P"] {
+        assert!(
+            err.lines()
+                .any(|l| l.contains(flag) && l.contains("no effect")),
+            "no -v line about {flag}: {err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// memcached 1.6.18's `-o` options, each with a value memcached accepts.
+const EXTENDED: &[&str] = &[
+    "maxconns_fast",
+    "no_maxconns_fast",
+    "hashpower=16",
+    "no_hashexpand",
+    "slab_reassign",
+    "slab_automove=1",
+    "slab_automove_ratio=0.8",
+    "slab_automove_window=30",
+    "tail_repair_time=10",
+    "hash_algorithm=xxh3",
+    "lru_crawler",
+    "lru_crawler_sleep=100",
+    "lru_crawler_tocrawl=0",
+    "lru_maintainer",
+    "hot_lru_pct=20",
+    "warm_lru_pct=40",
+    "hot_max_factor=0.2",
+    "warm_max_factor=2.0",
+    "temporary_ttl=61",
+    "idle_timeout=0",
+    "watcher_logbuf_size=256",
+    "worker_logbuf_size=64",
+    "slab_sizes=96-120-512",
+    "slab_chunk_max=512",
+    "track_sizes",
+    "no_inline_ascii_resp",
+    "modern",
+    "no_modern",
+    "no_chunked_items",
+    "no_slab_reassign",
+    "no_slab_automove",
+    "inline_ascii_resp",
+    "no_lru_crawler",
+    "no_lru_maintainer",
+    "no_drop_privileges",
+    "drop_privileges",
+    "resp_obj_mem_limit=0",
+    "read_buf_mem_limit=0",
+    "sock_cookie_id=1",
+    "ssl_chain_cert=/nonexistent",
+    "ssl_key=/nonexistent",
+    "ssl_verify_mode=0",
+    "ssl_keyformat=1",
+    "ssl_ciphers=ALL",
+    "ssl_ca_cert=/nonexistent",
+    "ssl_wbuf_size=16",
+    "ssl_session_cache",
+    "ssl_kernel_tls",
+    "ssl_min_version=2",
+    "ext_page_size=8",
+    "ext_wbuf_size=4",
+    "ext_threads=1",
+    "ext_io_depth=1",
+    "ext_item_size=512",
+    "ext_item_age=0",
+    "ext_low_ttl=0",
+    "ext_recache_rate=2000",
+    "ext_compact_under=1",
+    "ext_drop_under=1",
+    "ext_max_sleep=1000000",
+    "ext_max_frag=0.8",
+    "ext_drop_unread",
+    "slab_automove_freeratio=0.01",
+];
+
+/// Whether a server started with `args` is still running after `settle` (a refused option
+/// makes memcached and weft exit at once).
+fn runs_with(program: &str, args: &[&str], settle: Duration) -> (bool, String) {
+    let port = free_port().to_string();
+    let mut cmd = Command::new(program);
+    if program != MEMCACHED {
+        cmd.arg("memcached");
+    }
+    cmd.args(["-U", "0", "-l", "127.0.0.1", "-p", &port])
+        .args(args);
+    if is_root() {
+        cmd.args(["-u", "root"]);
+    }
+    let mut child = ChildGuard(
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = Instant::now() + settle;
+    loop {
+        if let Some(_status) = child.0.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .0
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return (false, err);
+        }
+        if TcpStream::connect(addr).is_ok() || Instant::now() > deadline {
+            return (true, String::new());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn every_extended_option_of_memcached_is_accepted_and_unknown_ones_refused() {
+    let weft = env!("CARGO_BIN_EXE_weft");
+    let mut refused = Vec::new();
+    for opt in EXTENDED {
+        let (ok, err) = runs_with(weft, &["-o", opt], Duration::from_secs(5));
+        if !ok {
+            refused.push(format!("{opt}: {err}"));
+        }
+    }
+    assert!(refused.is_empty(), "weft refused: {refused:#?}");
+    let (ok, err) = runs_with(weft, &["-o", "no_such_option"], Duration::from_secs(5));
+    assert!(
+        !ok && err.contains("Illegal suboption \"no_such_option\""),
+        "{err}"
+    );
+    if start_real(&[]).is_some() {
+        // The same options are memcached's own (one start each would take minutes; the
+        // extstore ones need a storage file, which this checks only by name).
+        for opt in EXTENDED
+            .iter()
+            .filter(|o| !o.starts_with("ext_") && !o.starts_with("ssl_"))
+        {
+            let (ok, err) = runs_with(MEMCACHED, &["-o", opt], Duration::from_millis(300));
+            assert!(ok, "memcached refuses -o {opt}: {err}");
+        }
+        let (ok, err) = runs_with(MEMCACHED, &["-o", "no_such_option"], Duration::from_secs(5));
+        assert!(
+            !ok && err.contains("Illegal suboption \"no_such_option\""),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn refused_flags_name_what_is_missing() {
+    for (args, says) in [
+        (&["-B", "binary"][..], "binary protocol"),
+        (&["-S"][..], "SASL"),
+        (&["-Z"][..], "TLS"),
+        (&["-U", "11211"][..], "UDP"),
+        (&["-o", "hashpower=5"][..], "multiplier of 5 is too low"),
+        (
+            &["-B", "nonsense"][..],
+            "Invalid value for binding protocol",
+        ),
+    ] {
+        let (ok, err) = runs_with(env!("CARGO_BIN_EXE_weft"), args, Duration::from_secs(5));
+        assert!(!ok && err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn shutdown_command_stops_the_server_with_enable_shutdown() {
+    let (mut server, addr) = start_weft(&["-A"]);
+    let mut c = Client::connect(addr);
+    c.writer.write_all(b"shutdown x\r\n").unwrap();
+    assert_eq!(c.line(), "CLIENT_ERROR invalid shutdown mode");
+    c.writer.write_all(b"shutdown\r\n").unwrap();
+    let status = common::wait_exit(&mut server.0, Duration::from_secs(10));
+    assert!(status.success(), "{status}");
+}

@@ -3,6 +3,7 @@
 use std::io;
 use std::sync::Arc;
 
+use super::detail::Op;
 use super::{out_string, Context, Drain, Flow};
 use crate::output::{Output, FLUSH_BYTES};
 use crate::protocol::{item_total_bytes, Data, StoreMode, KEY_MAX_BYTES};
@@ -44,7 +45,16 @@ pub(super) fn get(
         }
         let hash = store.hash(key);
         let mut lk = store.lock(hash, now);
-        match lk.get(hash, key) {
+        let found = lk.get(hash, key);
+        if ctx.detail.enabled() {
+            ctx.detail.record(
+                key,
+                Op::Get {
+                    hit: found.is_some(),
+                },
+            );
+        }
+        match found {
             Some(idx) => {
                 lk.bump(idx);
                 if let Some(exptime) = exptime {
@@ -173,10 +183,11 @@ pub(super) fn do_store(
                 bump(&stats.cas_hits);
                 (it.flags, it.exptime, it.data)
             }
-            Some(_) if cas_res == CasRes::Stale => {
+            Some(o) if cas_res == CasRes::Stale => {
+                // memcached: the value is replaced, the TTL and the stale marks are kept.
                 bump(&stats.cas_hits);
                 bits |= STALE;
-                (it.flags, it.exptime, it.data)
+                (it.flags, lk.entry(o).exptime, it.data)
             }
             Some(_) => {
                 bump(&stats.cas_badval);
@@ -229,6 +240,9 @@ pub(super) fn store(ctx: &Context, out: &mut Output, now: u32, a: StoreArgs<'_>)
     let store = &ctx.store;
     let stats = &store.stats;
     let hash = store.hash(a.key);
+    if ctx.detail.enabled() {
+        ctx.detail.record(a.key, Op::Set);
+    }
     let block = match a.data {
         Data::Skipped(n) => {
             bump(&stats.store_too_large);
@@ -289,6 +303,9 @@ pub(super) fn store(ctx: &Context, out: &mut Output, now: u32, a: StoreArgs<'_>)
 
 pub(super) fn delete(ctx: &Context, out: &mut Output, now: u32, key: &[u8], noreply: bool) -> Flow {
     let store = &ctx.store;
+    if ctx.detail.enabled() {
+        ctx.detail.record(key, Op::Delete);
+    }
     let hash = store.hash(key);
     let mut lk = store.lock(hash, now);
     let found = lk.get(hash, key).map(|idx| lk.unlink(idx)).is_some();

@@ -380,7 +380,7 @@ fn mdelete(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
         }
         Some(idx) if of.set_stale => {
             let exptime = store.clock.exptime(of.exptime, now);
-            let cas = store.next_cas();
+            let cas = store.item_cas();
             if of.new_ttl {
                 lk.set_exptime(idx, exptime);
             }
@@ -554,7 +554,7 @@ fn mdebug(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
                 now.wrapping_sub(e.time),
                 e.cas,
                 if e.bits & FETCHED != 0 { "yes" } else { "no" },
-                super::stats::slab_class(size),
+                super::stats::class_in(&ctx.chunk_sizes, size),
             );
             out.push(line.as_bytes());
         }

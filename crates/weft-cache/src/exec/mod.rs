@@ -6,12 +6,13 @@
 //! and never while writing to a socket.
 
 mod classic;
+pub mod detail;
 mod meta;
 mod stats;
 
 use std::collections::BTreeMap;
 use std::io;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::config::Settings;
@@ -33,6 +34,9 @@ pub enum Flow {
     Flush,
     /// Write what is pending, then close (`quit`).
     Close,
+    /// Close at once, dropping what is pending (memcached's `conn_closing`: an HTTP request
+    /// line, `shutdown`).
+    CloseNow,
 }
 
 /// What `stats conns` knows about a connection.
@@ -52,6 +56,13 @@ pub struct Context {
     pub curr_connections: AtomicU64,
     /// Listeners and connections by descriptor, for `stats conns`.
     pub conns: Mutex<BTreeMap<i32, ConnInfo>>,
+    /// A client sent `shutdown` (with `-A`): the owner of the server stops it.
+    pub shutdown_requested: AtomicBool,
+    /// Per-prefix counters for `stats detail` (`-D`).
+    pub detail: detail::Detail,
+    /// memcached's slab class chunk sizes for these settings (the classes `stats items`,
+    /// `stats slabs`, `stats cachedump` and `me` name).
+    pub chunk_sizes: Vec<usize>,
 }
 
 impl Context {
@@ -60,16 +71,22 @@ impl Context {
             memory_limit_bytes: settings.memory_limit_bytes(),
             evictions: settings.evictions,
             item_size_max: settings.item_size_max,
+            use_cas: settings.use_cas,
+            initial_items: settings.hashpower.map_or(0, |p| 1usize << p.min(40)),
         });
+        let chunk_sizes = stats::chunk_sizes_of(&settings);
         Context {
             store,
             limits: Limits {
                 item_size_max: settings.item_size_max,
             },
+            detail: detail::Detail::new(settings.prefix_delimiter, settings.detail_enabled),
             verbosity: AtomicU32::new(settings.verbosity),
             settings,
             curr_connections: AtomicU64::new(0),
             conns: Mutex::new(BTreeMap::new()),
+            shutdown_requested: AtomicBool::new(false),
+            chunk_sizes,
         }
     }
 
@@ -140,10 +157,29 @@ pub fn execute(
         } => classic::touch(ctx, out, now, key, exptime, noreply),
         Command::FlushAll { delay, noreply } => {
             bump(&ctx.store.stats.cmd_flush);
-            ctx.store.flush_all(delay, now);
-            out_string(out, "OK", noreply);
+            if !ctx.settings.flush_enabled {
+                out_string(out, "CLIENT_ERROR flush_all not allowed", noreply);
+            } else if let Some(delay) = delay {
+                ctx.store.flush_all(delay, now);
+                out_string(out, "OK", noreply);
+            } else {
+                out_string(out, "CLIENT_ERROR invalid exptime argument", noreply);
+            }
             Flow::Continue
         }
+        Command::Shutdown { mode_ok } => {
+            if !ctx.settings.shutdown_command {
+                out.line("ERROR: shutdown not enabled");
+                Flow::Continue
+            } else if mode_ok {
+                ctx.shutdown_requested.store(true, Ordering::Relaxed);
+                Flow::CloseNow
+            } else {
+                out.line("CLIENT_ERROR invalid shutdown mode");
+                Flow::Continue
+            }
+        }
+        Command::CloseNow => Flow::CloseNow,
         Command::Version => {
             out.push(b"VERSION ");
             out.line(VERSION);

@@ -107,10 +107,20 @@ pub enum Command<'a> {
         exptime: i32,
         noreply: bool,
     },
+    /// `delay` is `None` when it is not a number (reported after the `-F` check, as
+    /// memcached does).
     FlushAll {
-        delay: i32,
+        delay: Option<i32>,
         noreply: bool,
     },
+    /// `shutdown` (`graceful` when the second token was that; `mode_ok` false for any
+    /// other shape).
+    Shutdown {
+        mode_ok: bool,
+    },
+    /// A line memcached closes the connection on without a reply: an unknown command whose
+    /// last token starts with `HTTP/` (an HTTP request sent to the cache port).
+    CloseNow,
     Version,
     Quit,
     Verbosity {
@@ -346,13 +356,11 @@ fn dispatch<'a>(
         }),
         b"flush_all" => want((2..=4).contains(&n), &|| {
             let noreply = noreply_flag(t);
-            let mut delay = 0;
-            if n != if noreply { 3 } else { 2 } {
-                match strtol32(t.get(1)) {
-                    Some(d) => delay = d,
-                    None => return Some(reply(BAD_EXPTIME, noreply)),
-                }
-            }
+            let delay = if n != if noreply { 3 } else { 2 } {
+                strtol32(t.get(1))
+            } else {
+                Some(0)
+            };
             Some(Command::FlushAll { delay, noreply })
         }),
         b"version" => Some(Command::Version),
@@ -372,7 +380,9 @@ fn dispatch<'a>(
                 None => reply(ERROR, noreply),
             })
         }),
-        b"shutdown" => Some(reply("ERROR: shutdown not enabled", false)),
+        b"shutdown" => Some(Command::Shutdown {
+            mode_ok: n == 2 || (n == 3 && t.get(1) == b"graceful"),
+        }),
         b"watch" => Some(reply(
             "CLIENT_ERROR watch commands not allowed",
             noreply_flag(t),
@@ -385,6 +395,13 @@ fn dispatch<'a>(
                 reply(ERROR, false)
             },
         ),
+        // memcached checks for an HTTP request line only after every command name, and
+        // never for a line whose first letter starts a command family it knows.
+        _ if !matches!(cmd[0], b'g' | b's' | b'a' | b'c' | b'i' | b'd' | b't')
+            && t.get(t.count() - 1).starts_with(b"HTTP/") =>
+        {
+            Some(Command::CloseNow)
+        }
         _ => Some(reply(ERROR, false)),
     }
 }

@@ -45,6 +45,11 @@ impl Clock {
         self.process_started_unix + i64::from(self.now())
     }
 
+    /// The unix time of an instant on this clock's scale (`stats cachedump` expiries).
+    pub fn unix_of(&self, t: u32) -> i64 {
+        self.process_started_unix + i64::from(t)
+    }
+
     /// Seconds since the server started (stats `uptime`).
     pub fn uptime(&self) -> u32 {
         self.now() - START_OFFSET_SECS

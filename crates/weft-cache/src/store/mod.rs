@@ -38,6 +38,10 @@ pub struct StoreConfig {
     pub evictions: bool,
     /// `-I`.
     pub item_size_max: usize,
+    /// `-C` clears this: items get CAS value 0.
+    pub use_cas: bool,
+    /// `-o hashpower`: the hash tables start with room for this many items (0 = grow).
+    pub initial_items: usize,
 }
 
 /// Why an item could not be linked.
@@ -105,7 +109,11 @@ impl Store {
     pub fn new(config: StoreConfig) -> Store {
         Store {
             shards: (0..SHARDS)
-                .map(|_| PaddedShard(Mutex::new(Shard::default())))
+                .map(|_| {
+                    PaddedShard(Mutex::new(Shard::with_capacity(
+                        config.initial_items / SHARDS,
+                    )))
+                })
                 .collect(),
             hasher: hashbrown::DefaultHashBuilder::default(),
             clock: Clock::new(),
@@ -160,6 +168,15 @@ impl Store {
         self.last_cas.fetch_add(1, Ordering::Relaxed) + 1
     }
 
+    /// The CAS value a new or changed item gets: the next one, or 0 under `-C`.
+    pub fn item_cas(&self) -> u64 {
+        if self.config.use_cas {
+            self.next_cas()
+        } else {
+            0
+        }
+    }
+
     pub fn used_bytes(&self) -> usize {
         self.used_bytes.load(Ordering::Relaxed)
     }
@@ -207,6 +224,17 @@ impl Store {
         self.evict_elsewhere();
     }
 
+    /// Calls `f` on the items, each shard's most recently used first, shard after shard (one
+    /// lock at a time), until it returns false.
+    pub fn for_each_recent_first(&self, mut f: impl FnMut(&Entry) -> bool) {
+        for i in 0..SHARDS {
+            let shard = self.lock_shard(i);
+            if !shard.for_each_recent_first(&mut f) {
+                return;
+            }
+        }
+    }
+
     /// Items currently stored (including expired ones not yet reclaimed, like memcached).
     pub fn item_count(&self) -> usize {
         (0..SHARDS).map(|i| self.lock_shard(i).len()).sum()
@@ -219,6 +247,11 @@ impl Store {
         } else {
             now
         };
+        if !self.config.use_cas {
+            // memcached under -C: no CAS cut-off, items up to and including that second.
+            self.oldest_live.store(new_oldest, Ordering::Relaxed);
+            return;
+        }
         let oldest_live = new_oldest.wrapping_sub(1);
         self.oldest_live.store(oldest_live, Ordering::Relaxed);
         if oldest_live <= now {
@@ -518,7 +551,7 @@ impl<'s> Locked<'s> {
             key: key.into(),
             data,
             hash,
-            cas: self.store.next_cas(),
+            cas: self.store.item_cas(),
             flags,
             exptime,
             time: self.now,
@@ -534,7 +567,7 @@ impl<'s> Locked<'s> {
 
     /// Swaps an item's data in place (incr/decr), with a new CAS value.
     pub fn replace_data(&mut self, idx: u32, data: Arc<[u8]>) {
-        let cas = self.store.next_cas();
+        let cas = self.store.item_cas();
         let (old_key_len, old_len) = {
             let e = self.sh().entry(idx);
             (e.key.len(), e.data.len())

@@ -46,6 +46,16 @@ impl Default for Shard {
 }
 
 impl Shard {
+    /// A shard whose table holds `items` without growing (`-o hashpower`); an allocation
+    /// that fails leaves the table to grow on demand instead.
+    pub fn with_capacity(items: usize) -> Shard {
+        let mut s = Shard::default();
+        if items > 0 {
+            let _ = s.table.try_reserve(items, |_| 0);
+        }
+        s
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -180,6 +190,20 @@ impl Shard {
         self.len -= 1;
         self.bytes -= charge;
         (entry, charge)
+    }
+
+    /// Calls `f` on the items from the most recently used on, until it returns false;
+    /// returns false when `f` did.
+    pub fn for_each_recent_first(&self, f: &mut impl FnMut(&Entry) -> bool) -> bool {
+        let mut at = self.head;
+        while at != NIL {
+            let e = self.entry(at);
+            if !f(e) {
+                return false;
+            }
+            at = e.next;
+        }
+        true
     }
 
     /// Calls `f` on every used slot.

@@ -1,5 +1,8 @@
-//! `weft memcached`: the memcached-compatible cache server, accepting memcached's own flags so
-//! an operator can swap the binaries. Flags weft does not support are refused by name.
+//! `weft memcached`: the memcached-compatible cache server, accepting memcached 1.6.18's whole
+//! command line so an operator can swap the binaries: the flags weft has a behaviour for set
+//! it, the slab-allocator tuning ones are accepted with a `-v` line saying why they have no
+//! effect, and only what would silently weaken a deployment (UDP, SASL, TLS, the binary
+//! protocol) is refused by name.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,19 +10,47 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::builder::TypedValueParser;
 use clap::Args;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 use weft_cache::{Server, Settings};
 
 /// How long connections get to finish what they have read after SIGTERM/SIGINT.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
+const AFTER_HELP: &str = "\
+Started like memcached 1.6.18: every flag of `memcached -h` is accepted, e.g.
+`weft memcached -d -P /run/memcached.pid -m 64 -p 11211 -u memcache -l 127.0.0.1`.
+
+What memcached's flags do in weft:
+  -p -U 0 -s -a -l -u -m -M -c -t -I -v -V -h   as in memcached (UDP: only -U 0)
+  -d -P        daemonize (the parent exits once the server listens, with its error
+               if it cannot start); the PID file is written with -d and removed on exit
+  -A           the `shutdown` and `shutdown graceful` commands stop the server gracefully
+  -b           the listen backlog
+  -c           connections over the limit get `ERROR Too many open connections`
+  -C           no CAS: every item's CAS value is 0, as in memcached
+  -D <char>    per-prefix `stats detail` counters, on from the start
+  -F -X -W     refuse flush_all, stats cachedump, watch with memcached's errors
+  -R <n>       a connection yields to others after n requests of one read
+  -Y <file>    ASCII authentication (`set <key> 0 0 <n>` with `user pass`), user:pass lines
+  -B ascii|auto  the text protocol (`binary` is refused: weft has no binary protocol)
+  -k -r        mlockall(2), and the core file size limit raised to its maximum
+  -f -n        no effect on memory: weft allocates each item at its own size; they name
+               the size classes that `stats items`, `stats slabs`, `stats cachedump`
+               and `me` report, as memcached's slab classes would be
+  -L -e -N     accepted, no effect (no large-page slabs, no memory file, no NAPI ids)
+  -S -Z        refused: SASL needs the binary protocol; weft serves no TLS
+  -o <opts>    every memcached 1.6.18 option is accepted; honoured: hashpower,
+               idle_timeout, lru_crawler, no_lru_crawler, lru_crawler_tocrawl,
+               slab_chunk_max, maxconns_fast, modern; the others are accepted with a -v
+               line saying why they have no effect; an unknown name is refused.
+  -i           prints the license";
+
 #[derive(Debug, Args)]
 #[command(
     disable_version_flag = true,
     about = "A memcached-compatible cache server (text and meta protocol of memcached 1.6)",
-    after_help = "Like memcached: `weft memcached -p 11211 -m 64 -c 1024 -t 4 -U 0 -u memcache`.\n\
-                  Not supported (refused): UDP (-U other than 0), -o options, the binary protocol."
+    after_help = AFTER_HELP
 )]
 pub struct MemcachedArgs {
     /// TCP port to listen on (0 = any free port).
@@ -76,7 +107,97 @@ pub struct MemcachedArgs {
     #[arg(short = 'V', long = "version")]
     version: bool,
 
-    /// memcached's extended options: none is supported, each is refused by name.
+    /// Print the license and exit.
+    #[arg(short = 'i', long = "license")]
+    license: bool,
+
+    /// Enable the `shutdown` command.
+    #[arg(short = 'A', long = "enable-shutdown")]
+    enable_shutdown: bool,
+
+    /// Run as a daemon.
+    #[arg(short = 'd', long = "daemon")]
+    daemon: bool,
+
+    /// Save the PID in this file (only with -d, as memcached).
+    #[arg(short = 'P', long = "pidfile")]
+    pidfile: Option<PathBuf>,
+
+    /// Raise the core file size limit to its maximum.
+    #[arg(short = 'r', long = "enable-coredumps")]
+    enable_coredumps: bool,
+
+    /// Lock all paged memory (mlockall).
+    #[arg(short = 'k', long = "lock-memory")]
+    lock_memory: bool,
+
+    /// Slab growth factor: names the size classes weft reports (no effect on memory).
+    #[arg(short = 'f', long = "slab-growth-factor", default_value_t = 1.25)]
+    slab_growth_factor: f64,
+
+    /// Minimum space for key+value+flags of the smallest size class (reported classes only).
+    #[arg(short = 'n', long = "slab-min-size", default_value_t = 48)]
+    slab_min_size: usize,
+
+    /// Large memory pages: accepted, no effect in weft.
+    #[arg(short = 'L', long = "enable-largepages")]
+    large_pages: bool,
+
+    /// Key prefix delimiter for `stats detail`; turns per-prefix stats on.
+    #[arg(short = 'D')]
+    delimiter: Option<char>,
+
+    /// Requests one connection runs before yielding to others.
+    #[arg(short = 'R', long = "max-reqs-per-event", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize))]
+    max_reqs_per_event: usize,
+
+    /// Disable CAS (every item's CAS value is 0).
+    #[arg(short = 'C', long = "disable-cas")]
+    disable_cas: bool,
+
+    /// Listen backlog.
+    #[arg(short = 'b', long = "listen-backlog", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    listen_backlog: u32,
+
+    /// Protocol: ascii or auto (both serve the text protocol); binary is refused.
+    #[arg(short = 'B', long = "protocol", default_value = "auto")]
+    protocol: String,
+
+    /// SASL (binary protocol only): refused, weft has no binary protocol.
+    #[arg(short = 'S', long = "enable-sasl")]
+    enable_sasl: bool,
+
+    /// Disable the flush_all command.
+    #[arg(short = 'F', long = "disable-flush-all")]
+    disable_flush_all: bool,
+
+    /// Disable stats cachedump and lru_crawler metadump.
+    #[arg(short = 'X', long = "disable-dumping")]
+    disable_dumping: bool,
+
+    /// Disable watch commands (weft refuses them in any case).
+    #[arg(short = 'W', long = "disable-watch")]
+    disable_watch: bool,
+
+    /// ASCII authentication from a file of user:password lines.
+    #[arg(short = 'Y', long = "auth-file")]
+    auth_file: Option<PathBuf>,
+
+    /// memcached's restartable memory file: accepted, no effect (items are in memory only).
+    #[arg(short = 'e', long = "memory-file")]
+    memory_file: Option<PathBuf>,
+
+    /// TLS: refused, weft serves no TLS.
+    #[arg(short = 'Z', long = "enable-ssl")]
+    enable_ssl: bool,
+
+    /// NAPI ids: accepted, no effect.
+    #[arg(short = 'N', long = "napi-ids")]
+    napi_ids: Option<u32>,
+
+    /// memcached's extended options (comma-separated): see below.
     #[arg(short = 'o', long = "extended", value_delimiter = ',')]
     extended: Vec<String>,
 
@@ -169,19 +290,281 @@ fn drop_privileges(user: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-impl MemcachedArgs {
-    fn settings(&self) -> anyhow::Result<Settings> {
-        if let Some(opt) = self.extended.first() {
-            bail!(
-                "weft memcached does not support the -o option '{opt}' (no extended options are \
-                 supported; remove -o)"
-            );
+/// What a memcached `-o` option does in weft.
+enum Extended {
+    /// weft has the behaviour; the option sets it.
+    Honoured,
+    /// Accepted; the reason it has no effect (one `-v` line).
+    Inert(&'static str),
+}
+
+const NO_SLABS: &str = "weft has no slab pages to move or resize: each item is allocated at \
+                        its own size and charged against -m";
+const NO_SEGMENTED_LRU: &str =
+    "weft keeps one LRU per shard, not memcached's HOT/WARM/COLD segments";
+const NO_EXTSTORE: &str = "weft keeps every item in memory (no external storage)";
+const NO_TLS: &str = "weft serves no TLS (-Z is refused)";
+const NO_WATCH: &str = "weft has no log watchers (watch answers memcached's refusal)";
+
+/// memcached 1.6.18's `-o` options that take a value.
+const WITH_VALUE: &[&str] = &[
+    "hashpower",
+    "slab_automove_ratio",
+    "slab_automove_window",
+    "tail_repair_time",
+    "hash_algorithm",
+    "lru_crawler_sleep",
+    "lru_crawler_tocrawl",
+    "hot_lru_pct",
+    "warm_lru_pct",
+    "hot_max_factor",
+    "warm_max_factor",
+    "temporary_ttl",
+    "idle_timeout",
+    "watcher_logbuf_size",
+    "worker_logbuf_size",
+    "slab_sizes",
+    "slab_chunk_max",
+    "resp_obj_mem_limit",
+    "read_buf_mem_limit",
+    "sock_cookie_id",
+    "ssl_chain_cert",
+    "ssl_key",
+    "ssl_verify_mode",
+    "ssl_keyformat",
+    "ssl_ciphers",
+    "ssl_ca_cert",
+    "ssl_wbuf_size",
+    "ssl_min_version",
+    "ext_path",
+    "ext_page_size",
+    "ext_wbuf_size",
+    "ext_threads",
+    "ext_io_depth",
+    "ext_item_size",
+    "ext_item_age",
+    "ext_low_ttl",
+    "ext_recache_rate",
+    "ext_compact_under",
+    "ext_drop_under",
+    "ext_max_sleep",
+    "ext_max_frag",
+    "slab_automove_freeratio",
+];
+
+fn number<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, String> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| format!("could not parse argument to {name}: '{value}'"))
+}
+
+/// Applies one `-o name[=value]` to `s` (memcached 1.6.18's list; an unknown name is refused
+/// with memcached's words).
+fn extended_option(s: &mut Settings, item: &str) -> Result<Extended, String> {
+    let (name, value) = match item.split_once('=') {
+        Some((n, v)) => (n, Some(v)),
+        None => (item, None),
+    };
+    let value = match value {
+        None if WITH_VALUE.contains(&name) => return Err(format!("Missing {name} argument")),
+        v => v.unwrap_or(""),
+    };
+    if !value.is_empty() {
+        // `stats settings` shows what was asked for, under memcached's name for it.
+        s.reported.push((name.to_owned(), value.to_owned()));
+    }
+    let mut report = |key: &str, v: &str| s.reported.push((key.to_owned(), v.to_owned()));
+    use Extended::{Honoured, Inert};
+    Ok(match name {
+        "maxconns_fast" => {
+            report("maxconns_fast", "yes");
+            Honoured
         }
+        "no_maxconns_fast" => {
+            report("maxconns_fast", "no");
+            Inert("weft always answers a client over -c with an error and closes it")
+        }
+        "hashpower" => {
+            let p: u8 = number(name, value)?;
+            if p < 12 {
+                return Err(format!("Initial hashtable multiplier of {p} is too low"));
+            }
+            if p > 64 {
+                return Err(format!("Initial hashtable multiplier of {p} is too high"));
+            }
+            s.hashpower = Some(p.min(HASHPOWER_PRESIZE_MAX));
+            report("hashpower_init", value);
+            Honoured
+        }
+        "no_hashexpand" => Inert("weft's hash tables always grow with the items"),
+        "slab_reassign" | "no_slab_reassign" | "no_slab_automove" | "no_chunked_items" => {
+            Inert(NO_SLABS)
+        }
+        "slab_automove" | "slab_automove_ratio" | "slab_automove_window" | "slab_sizes" => {
+            Inert(NO_SLABS)
+        }
+        "tail_repair_time" => {
+            if number::<u32>(name, value)? < 10 {
+                return Err("Cannot set tail_repair_time to less than 10 seconds".into());
+            }
+            Inert("weft holds no item references that could leak")
+        }
+        "hash_algorithm" => {
+            if !matches!(value, "jenkins" | "murmur3" | "xxh3") {
+                return Err("Unknown hash_algorithm option (jenkins, murmur3, xxh3)".into());
+            }
+            Inert("weft's shard tables use their own hash function")
+        }
+        "lru_crawler" => {
+            s.sweeper = true;
+            report("lru_crawler", "yes");
+            Honoured
+        }
+        "no_lru_crawler" => {
+            s.sweeper = false;
+            report("lru_crawler", "no");
+            Honoured
+        }
+        "lru_crawler_sleep" => {
+            let us: u32 = number(name, value)?;
+            if us > 1_000_000 {
+                return Err("lru_crawler_sleep must be one second or less".into());
+            }
+            Inert("weft's sweeper looks at a batch of slots per shard once a second")
+        }
+        "lru_crawler_tocrawl" => {
+            s.sweep_budget = number(name, value)?;
+            report("lru_crawler_tocrawl", value);
+            Honoured
+        }
+        "lru_maintainer" | "no_lru_maintainer" => Inert(NO_SEGMENTED_LRU),
+        "hot_lru_pct" | "warm_lru_pct" | "temporary_ttl" => {
+            number::<u32>(name, value)?;
+            Inert(NO_SEGMENTED_LRU)
+        }
+        "hot_max_factor" | "warm_max_factor" => {
+            if number::<f64>(name, value)? <= 0.0 {
+                return Err(format!("{name} must be > 0"));
+            }
+            Inert(NO_SEGMENTED_LRU)
+        }
+        "idle_timeout" => {
+            s.idle_timeout_secs = number(name, value)?;
+            Honoured
+        }
+        "watcher_logbuf_size" | "worker_logbuf_size" => {
+            number::<u32>(name, value)?;
+            Inert(NO_WATCH)
+        }
+        "slab_chunk_max" => {
+            let kib: usize = number(name, value)?;
+            if kib == 0 || kib * 1024 > s.item_size_max.max(1024 * 1024) {
+                return Err("slab_chunk_max cannot be larger than slab_page_size".into());
+            }
+            s.slab_chunk_max = kib * 1024;
+            Honoured
+        }
+        "track_sizes" => Inert("`stats sizes` reports sizes_status disabled"),
+        "no_inline_ascii_resp" | "inline_ascii_resp" => {
+            Inert("how replies are laid out in memory is weft's own")
+        }
+        "modern" => Honoured, // memcached 1.6.18: "currently: nothing"
+        "no_modern" => Inert("its 1.4 defaults are about slabs, LRU segments and the hash"),
+        "no_drop_privileges" | "drop_privileges" => {
+            Inert("weft does not restrict its threads' system calls")
+        }
+        "resp_obj_mem_limit" | "read_buf_mem_limit" => {
+            number::<u32>(name, value)?;
+            Inert("weft bounds each connection instead: 64 KiB of input, 256 KiB of output")
+        }
+        "sock_cookie_id" => Inert("weft sets no socket mark"),
+        "ssl_chain_cert" | "ssl_key" | "ssl_verify_mode" | "ssl_keyformat" | "ssl_ciphers"
+        | "ssl_ca_cert" | "ssl_wbuf_size" | "ssl_session_cache" | "ssl_kernel_tls"
+        | "ssl_min_version" => Inert(NO_TLS),
+        "ext_path"
+        | "ext_page_size"
+        | "ext_wbuf_size"
+        | "ext_threads"
+        | "ext_io_depth"
+        | "ext_item_size"
+        | "ext_item_age"
+        | "ext_low_ttl"
+        | "ext_recache_rate"
+        | "ext_compact_under"
+        | "ext_drop_under"
+        | "ext_max_sleep"
+        | "ext_max_frag"
+        | "ext_drop_unread"
+        | "slab_automove_freeratio" => Inert(NO_EXTSTORE),
+        _ => return Err(format!("Illegal suboption \"{name}\"")),
+    })
+}
+
+/// `-o hashpower` pre-sizes the tables for at most 2^this items (2^26: 128 MiB of control
+/// bytes touched at start); a larger value still starts, with tables that grow.
+const HASHPOWER_PRESIZE_MAX: u8 = 26;
+
+/// Reads a `-Y` file: one `user:password` per line (memcached's format).
+fn load_auth_file(path: &std::path::Path) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let text = std::fs::read(path)
+        .with_context(|| format!("could not load the auth file {}", path.display()))?;
+    let mut users = Vec::new();
+    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            continue;
+        }
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            bail!(
+                "auth file {} line {}: not user:password",
+                path.display(),
+                i + 1
+            );
+        };
+        users.push((line[..colon].to_vec(), line[colon + 1..].to_vec()));
+    }
+    if users.is_empty() {
+        bail!("auth file {} has no user:password line", path.display());
+    }
+    Ok(users)
+}
+
+impl MemcachedArgs {
+    /// The server settings, and the `-v` lines about flags that have no effect in weft.
+    fn settings(&self) -> anyhow::Result<(Settings, Vec<String>)> {
         if self.udp_port != 0 {
             bail!(
                 "weft memcached does not serve UDP (-U {}); start it with -U 0",
                 self.udp_port
             );
+        }
+        if self.enable_sasl {
+            bail!(
+                "weft memcached does not support SASL (-S): it authenticates only the binary \
+                 protocol, which weft does not serve; use -Y for ASCII authentication"
+            );
+        }
+        if self.enable_ssl {
+            bail!("weft memcached does not serve TLS (-Z); put a TLS proxy in front of it");
+        }
+        let binding_protocol = match self.protocol.as_str() {
+            "auto" => "auto-negotiate",
+            "ascii" => "ascii",
+            "binary" => bail!(
+                "weft memcached does not serve memcached's binary protocol (-B binary); \
+                 use -B ascii or -B auto"
+            ),
+            other => bail!(
+                "Invalid value for binding protocol: {other}\n -- should be one of auto, \
+                 binary, or ascii"
+            ),
+        };
+        if self.slab_growth_factor <= 1.0 {
+            bail!("Factor must be greater than 1");
+        }
+        if self.slab_min_size == 0 {
+            bail!("Chunk size must be greater than 0");
         }
         if is_root() && self.user.is_none() {
             bail!("can't run as root without the -u switch");
@@ -206,7 +589,21 @@ impl MemcachedArgs {
                 names.join(", ")
             );
         }
-        Ok(Settings {
+        let prefix_delimiter = match self.delimiter {
+            None => b':',
+            Some(c) if c.is_ascii() => c as u8,
+            Some(c) => bail!("-D needs a single ASCII character, not '{c}'"),
+        };
+        let auth = match &self.auth_file {
+            Some(path) => Some(load_auth_file(path)?),
+            None => None,
+        };
+        let unix_socket = match &self.unix_socket {
+            // Absolute, so that -d's chdir("/") does not move it.
+            Some(p) => Some(std::path::absolute(p).context("the -s path")?),
+            None => None,
+        };
+        let mut settings = Settings {
             port: self.port,
             listen: self.listen.clone(),
             memory_limit_mb: self.memory_limit_mb,
@@ -215,15 +612,158 @@ impl MemcachedArgs {
             item_size_max: self.max_item_size,
             evictions: !self.disable_evictions,
             verbosity: u32::from(self.verbose),
-            unix_socket: self.unix_socket.clone(),
+            unix_socket,
             unix_mask: self.unix_mask,
             scheduler: self.scheduler.clone(),
             io,
             write_stall_timeout_ms: self.write_stall_timeout_ms,
+            backlog: self.listen_backlog,
+            shutdown_command: self.enable_shutdown,
+            flush_enabled: !self.disable_flush_all,
+            dump_enabled: !self.disable_dumping,
+            use_cas: !self.disable_cas,
+            auth,
+            prefix_delimiter,
+            detail_enabled: self.delimiter.is_some(),
+            reqs_per_event: self.max_reqs_per_event,
+            binding_protocol,
+            slab_growth_factor: self.slab_growth_factor,
+            slab_chunk_min: self.slab_min_size,
             ..Settings::default()
-        })
+        };
+        let mut notes = Vec::new();
+        let mut note = |flag: String, why: &str| notes.push(format!("{flag}: no effect: {why}"));
+        if self.slab_growth_factor != 1.25 || self.slab_min_size != 48 {
+            note(
+                format!("-f {} -n {}", self.slab_growth_factor, self.slab_min_size),
+                "weft allocates each item at its own size; they only name the size classes \
+                 that stats items/slabs/cachedump and me report",
+            );
+        }
+        if self.large_pages {
+            note(
+                "-L".into(),
+                "weft has no slab pages to back with large pages",
+            );
+        }
+        if let Some(file) = &self.memory_file {
+            note(
+                format!("-e {}", file.display()),
+                "items are kept in memory only, so a restart starts empty",
+            );
+        }
+        if let Some(n) = self.napi_ids {
+            note(
+                format!("-N {n}"),
+                "weft does not group connections by NAPI id",
+            );
+        }
+        if self.disable_watch {
+            settings
+                .reported
+                .push(("watch_enabled".into(), "no".into()));
+            note("-W".into(), NO_WATCH);
+        }
+        if self.pidfile.is_some() && !self.daemon {
+            note(
+                "-P".into(),
+                "the PID file is written only with -d (as memcached)",
+            );
+        }
+        for item in &self.extended {
+            match extended_option(&mut settings, item).map_err(anyhow::Error::msg)? {
+                Extended::Honoured => {}
+                Extended::Inert(why) => note(format!("-o {item}"), why),
+            }
+        }
+        Ok((settings, notes))
     }
 }
+
+/// Forks into the background (memcached's `daemonize`): the parent waits until the child
+/// reports on a pipe that it listens (exit 0) or why it could not start (printed, exit 1).
+/// Returns, in the child, the pipe to report on. Must run before any thread starts.
+fn daemonize(nochdir: bool, noclose: bool) -> anyhow::Result<std::fs::File> {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills the two-element array we pass.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        bail!("pipe: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 returned two fresh descriptors that nothing else owns.
+    let (mut reader, writer) = unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    };
+    // SAFETY: the process has one thread here (nothing started any), so the child may run
+    // arbitrary code after fork.
+    match unsafe { libc::fork() } {
+        -1 => bail!("fork: {}", std::io::Error::last_os_error()),
+        0 => {
+            drop(reader);
+            // SAFETY: plain system calls in the child; /dev/null is opened read-write and
+            // duplicated onto the standard descriptors.
+            unsafe {
+                if libc::setsid() == -1 {
+                    bail!("setsid: {}", std::io::Error::last_os_error());
+                }
+                if !nochdir && libc::chdir(c"/".as_ptr()) != 0 {
+                    bail!("chdir /: {}", std::io::Error::last_os_error());
+                }
+                if !noclose {
+                    let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+                    if null >= 0 {
+                        libc::dup2(null, 0);
+                        libc::dup2(null, 1);
+                        libc::dup2(null, 2);
+                        if null > 2 {
+                            libc::close(null);
+                        }
+                    }
+                }
+            }
+            Ok(writer)
+        }
+        _ => {
+            drop(writer);
+            let mut report = String::new();
+            let _ = reader.read_to_string(&mut report);
+            if report == "ok" {
+                std::process::exit(0);
+            }
+            if report.is_empty() {
+                report = "the daemon exited before it listened".into();
+            }
+            eprintln!("weft memcached: {report}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn write_pidfile(path: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::write(path, format!("{}\n", std::process::id()))
+        .with_context(|| format!("Could not open the pid file {} for writing", path.display()))
+}
+
+/// `-r`: the core file size limit up to the hard limit (memcached's `maxcore`).
+fn raise_core_limit() {
+    // SAFETY: getrlimit/setrlimit on a local struct.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_CORE, &mut r) == 0 {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_CORE, &r);
+        }
+    }
+}
+
+const LICENSE: &str = "\
+weft is licensed under the MIT license or the Apache License, Version 2.0, at your option.
+It speaks the protocol of memcached (Copyright (c) 2003, Danga Interactive, Inc., BSD
+license), whose command line and replies it follows; it contains none of memcached's code.";
 
 pub fn run(args: MemcachedArgs) -> anyhow::Result<()> {
     if args.version {
@@ -234,11 +774,101 @@ pub fn run(args: MemcachedArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let settings = args.settings()?;
+    if args.license {
+        println!("{LICENSE}");
+        return Ok(());
+    }
+    let (settings, notes) = args.settings()?;
     let verbose = settings.verbosity > 0;
-    // Signals are blocked into the iterator before any processor thread starts.
-    let mut signals = Signals::new([SIGTERM, SIGINT]).context("installing signal handlers")?;
+    if verbose {
+        for n in &notes {
+            eprintln!("weft memcached: {n}");
+        }
+    }
+    let pidfile = match (&args.pidfile, args.daemon) {
+        (Some(p), true) => Some(std::path::absolute(p).context("the -P path")?),
+        _ => None,
+    };
+    let mut report = if args.daemon {
+        Some(daemonize(args.enable_coredumps, verbose)?)
+    } else {
+        None
+    };
+    let started = start(&args, settings, pidfile.as_deref());
+    let (server, mut signals) = match (started, report.as_mut()) {
+        (Ok(s), Some(pipe)) => {
+            use std::io::Write;
+            let _ = pipe.write_all(b"ok");
+            (s, signals_or_exit())
+        }
+        (Ok(s), None) => (s, signals_or_exit()),
+        (Err(e), Some(pipe)) => {
+            use std::io::Write;
+            let _ = pipe.write_all(format!("{e:#}").as_bytes());
+            return Err(e);
+        }
+        (Err(e), None) => return Err(e),
+    };
+    drop(report);
+    // Wait for SIGTERM/SIGINT (SIGUSR1: memcached's graceful stop) or a `shutdown` command.
+    loop {
+        if let Some(sig) = signals.pending().next() {
+            if verbose {
+                eprintln!("Signal handled: {sig}. Shutting down.");
+            }
+            break;
+        }
+        if server.shutdown_requested() {
+            if verbose {
+                eprintln!("shutdown command received. Shutting down.");
+            }
+            break;
+        }
+        std::thread::sleep(SIGNAL_POLL);
+    }
+    server.shutdown(SHUTDOWN_GRACE);
+    if let Some(p) = &pidfile {
+        if let Err(e) = std::fs::remove_file(p) {
+            eprintln!("Could not remove the pid file {}: {e}", p.display());
+        }
+    }
+    Ok(())
+}
+
+/// How often the main thread looks for a signal or a `shutdown` command.
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+fn signals_or_exit() -> Signals {
+    // Registered before any processor thread could take the signals.
+    Signals::new([SIGTERM, SIGINT, SIGUSR1]).unwrap_or_else(|e| {
+        eprintln!("weft memcached: installing signal handlers: {e}");
+        std::process::exit(1);
+    })
+}
+
+/// Everything between parsing and serving: limits, the server, the PID file, privileges.
+fn start(
+    args: &MemcachedArgs,
+    settings: Settings,
+    pidfile: Option<&std::path::Path>,
+) -> anyhow::Result<Server> {
+    if args.enable_coredumps {
+        raise_core_limit();
+    }
+    if args.lock_memory {
+        // SAFETY: mlockall takes flags only.
+        if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+            eprintln!(
+                "warning: -k invalid, mlockall() failed: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    let verbose = settings.verbosity > 0;
     let server = Server::start(settings).context("starting the server")?;
+    if let Some(p) = pidfile {
+        write_pidfile(p)?;
+    }
     if let Some(user) = &args.user {
         drop_privileges(user)?;
     }
@@ -247,13 +877,7 @@ pub fn run(args: MemcachedArgs) -> anyhow::Result<()> {
             println!("weft memcached listening on {a}");
         }
     }
-    if let Some(sig) = signals.forever().next() {
-        if verbose {
-            eprintln!("Signal handled: {sig}. Shutting down.");
-        }
-    }
-    server.shutdown(SHUTDOWN_GRACE);
-    Ok(())
+    Ok(server)
 }
 
 #[cfg(test)]
