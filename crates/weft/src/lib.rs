@@ -72,4 +72,5 @@ pub use fiber::{
     JoinHandle,
 };
 pub use io::IoBackend;
+pub use runtime::sched_stats::{Log2Histogram, SchedStats};
 pub use runtime::{default_cluster, Cluster, ClusterBuilder};

@@ -78,6 +78,12 @@ pub(crate) struct Fiber {
     /// The stack's guard page `[low, high)` and usable size, for overflow reports.
     pub(crate) guard: (usize, usize),
     pub(crate) stack_size: usize,
+    /// When the fiber's current `Task` was queued (`runtime::sched_stats` clock), written only
+    /// while scheduling statistics are on, by whoever queues the Task.
+    pub(crate) queued_ns: AtomicU64,
+    /// Which processor queued the current `Task` (index + 1, in the top 16 bits; 0: not a
+    /// processor of its cluster) and that processor's round then (the low 48 bits).
+    pub(crate) queued_round: AtomicU64,
 }
 
 // SAFETY: the fields that are not thread-safe (`cluster`, `coroutine`, `yielder`, `locals`) are

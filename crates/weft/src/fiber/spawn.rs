@@ -153,6 +153,8 @@ impl Builder {
             wait_node: crate::park::WaitNode::new(),
             guard,
             stack_size,
+            queued_ns: AtomicU64::new(0),
+            queued_round: AtomicU64::new(0),
         });
         let handle = JoinHandle {
             packet,

@@ -3,6 +3,7 @@
 pub(crate) mod cluster;
 pub(crate) mod idle;
 pub(crate) mod processor;
+pub mod sched_stats;
 pub(crate) mod timer;
 pub(crate) mod yield_queue;
 

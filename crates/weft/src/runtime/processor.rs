@@ -21,6 +21,7 @@
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::ptr;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,11 +29,12 @@ use std::time::Instant;
 use corosensei::CoroutineResult;
 
 use super::cluster::ClusterShared;
+use super::sched_stats::{self, ProcessorStats};
 use super::timer::TimerHeap;
 use super::yield_queue::YieldLane;
 use crate::fiber::{self, Fiber, FiberRef, FiberStack, Suspend, Task};
 use crate::io::driver::{Driver, PollMode};
-use crate::sched::{LocalQueue, Origin};
+use crate::sched::{LocalQueue, Origin, OLDEST_CHECK_INTERVAL};
 
 /// Every this many rounds the yield queue is served before the local queue.
 const YIELD_CHECK_INTERVAL: u64 = 31;
@@ -61,6 +63,9 @@ pub(crate) struct Processor {
     due: RefCell<Vec<FiberRef>>,
     /// This processor's I/O driver: where its fibers' operations go and where it sleeps.
     driver: Driver,
+    /// When this processor last looked at its driver (`sched_stats` clock), while statistics
+    /// are on.
+    last_reap_ns: Cell<u64>,
 }
 
 thread_local! {
@@ -147,10 +152,20 @@ impl Processor {
             tick: Cell::new(0),
             due: RefCell::new(Vec::new()),
             driver,
+            last_reap_ns: Cell::new(0),
         };
         CURRENT.with(|c| c.set(&processor));
         processor.main_loop();
         CURRENT.with(|c| c.set(ptr::null()));
+        if let Some(stats) = processor.stats() {
+            if sched_stats::env_enabled() {
+                eprintln!(
+                    "weft sched stats: cluster '{}' processor {index}: {}",
+                    processor.cluster.name,
+                    stats.snapshot().summary()
+                );
+            }
+        }
     }
 
     fn main_loop(&self) {
@@ -160,6 +175,7 @@ impl Processor {
             if tick % TIMER_CHECK_INTERVAL == 0 {
                 self.fire_timers();
             }
+            self.note_reap();
             self.driver.poll(tick, PollMode::Busy);
             if let Some(task) = self.next_task(tick) {
                 self.run_task(task);
@@ -196,7 +212,13 @@ impl Processor {
                 return Some(task);
             }
         }
-        let task = self.local.borrow_mut().pop(tick);
+        // Every few rounds the oldest task goes first, whatever the policy's order: the
+        // bounded-unfairness invariant (`sched::wait_rounds_bound`).
+        let task = if tick % OLDEST_CHECK_INTERVAL == 0 {
+            self.local.borrow_mut().pop_oldest(tick)
+        } else {
+            self.local.borrow_mut().pop(tick)
+        };
         task.or_else(|| self.pop_yielded())
     }
 
@@ -256,6 +278,10 @@ impl Processor {
         // Blocks in io_uring_enter / epoll_wait until a completion, the waker, or the deadline;
         // submits the batch first and reaps what arrived.
         self.driver.park(deadline);
+        if self.stats().is_some() {
+            // Asleep is not late: the next gap starts now.
+            self.last_reap_ns.set(sched_stats::now_ns());
+        }
         idle.unregister_sleep(self.index);
     }
 
@@ -274,8 +300,47 @@ impl Processor {
         }
     }
 
+    /// This processor's statistics, when the cluster keeps them.
+    #[inline]
+    fn stats(&self) -> Option<&ProcessorStats> {
+        self.cluster.stats.as_ref().map(|s| &s[self.index])
+    }
+
+    /// Notes that a task is being queued here, for the wait statistics.
+    #[inline]
+    fn stamp(&self, task: &Task) {
+        if self.stats().is_some() {
+            let round = ((self.index as u64 + 1) << 48) | (self.tick.get() & ((1 << 48) - 1));
+            task.0.queued_round.store(round, Ordering::Relaxed);
+            task.0
+                .queued_ns
+                .store(sched_stats::now_ns(), Ordering::Relaxed);
+        }
+    }
+
+    /// Records how long it has been since the driver was last looked at.
+    #[inline]
+    fn note_reap(&self) {
+        if let Some(stats) = self.stats() {
+            let now = sched_stats::now_ns();
+            let last = self.last_reap_ns.replace(now);
+            if last != 0 {
+                stats.record_reap_gap(now - last);
+            }
+        }
+    }
+
     fn run_task(&self, task: Task) {
         let fiber: &Fiber = &task.0;
+        let started_ns = self.stats().map(|stats| {
+            let now = sched_stats::now_ns();
+            let round = fiber.queued_round.load(Ordering::Relaxed);
+            let rounds = (round >> 48 == self.index as u64 + 1)
+                .then(|| self.tick.get().wrapping_sub(round & ((1 << 48) - 1)) & ((1 << 48) - 1));
+            let queued = fiber.queued_ns.load(Ordering::Relaxed);
+            stats.record_wait(rounds, now.saturating_sub(queued));
+            now
+        });
         RUNNING.with(|r| r.set(Arc::as_ptr(&task.0)));
         OP_BUDGET.with(|b| b.set(OP_BUDGET_PER_RUN));
         // SAFETY: this processor holds the fiber's only Task, so nobody else touches the
@@ -284,14 +349,24 @@ impl Processor {
             unsafe { (*fiber.coroutine.get()).as_mut() }.expect("a runnable fiber has a coroutine");
         let result = coroutine.resume(());
         RUNNING.with(|r| r.set(ptr::null()));
+        if let (Some(stats), Some(started)) = (self.stats(), started_ns) {
+            stats.record_run(sched_stats::now_ns().saturating_sub(started), || {
+                fiber
+                    .name
+                    .as_deref()
+                    .map_or_else(|| format!("id {}", fiber.id), str::to_owned)
+            });
+        }
         match result {
             CoroutineResult::Yield(Suspend::Yield) => {
+                self.stamp(&task);
                 self.yield_lane
                     .borrow_mut()
                     .push(&self.cluster.yielded, task);
             }
             CoroutineResult::Yield(Suspend::Park) => {
                 if let Some(task) = fiber::finish_park(task) {
+                    self.stamp(&task);
                     self.local.borrow_mut().push(task, Origin::Wake);
                 }
             }
@@ -318,6 +393,7 @@ impl Processor {
 
     /// Queues a task made runnable on this processor.
     pub(crate) fn push_local(&self, task: Task, origin: Origin) {
+        self.stamp(&task);
         self.local.borrow_mut().push(task, origin);
         self.cluster.notify_local_work();
     }
