@@ -128,6 +128,15 @@ impl<R: Ends> LocalQueue for Local<R> {
         self.shared.inject.pop()
     }
 
+    /// The end opposite the one pushes go to now.
+    fn pop_oldest(&mut self, tick: u64) -> Option<Task> {
+        let task = match self.rule.push_end() {
+            End::Back => self.own().pop(),
+            End::Front => self.own().pop_back(),
+        };
+        task.or_else(|| self.pop(tick))
+    }
+
     fn steal(&mut self) -> Option<Task> {
         let n = self.shared.deques.len();
         for victim in Victims::All.order(self.index, n, &mut self.rng) {

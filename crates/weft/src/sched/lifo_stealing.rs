@@ -129,6 +129,11 @@ impl LocalQueue for Local {
         self.worker.pop()
     }
 
+    /// The bottom of the own deque, through its own stealer.
+    fn pop_oldest(&mut self, tick: u64) -> Option<Task> {
+        retrying(|| self.shared.stealers[self.index].steal()).or_else(|| self.pop(tick))
+    }
+
     fn steal(&mut self) -> Option<Task> {
         let stealers = &self.shared.stealers;
         let n = stealers.len();

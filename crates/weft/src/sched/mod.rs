@@ -65,6 +65,21 @@ pub mod ws_overflow_lockfree;
 pub mod ws_overflow_sharded;
 pub mod ws_request;
 
+/// Every this many scheduling rounds a processor takes the *oldest* task of its own queue
+/// ([`LocalQueue::pop_oldest`]) instead of the one its policy's order picks, so a LIFO order
+/// (or a LIFO slot) cannot keep an old task waiting while new ones keep arriving.
+pub const OLDEST_CHECK_INTERVAL: u64 = 16;
+
+/// The bounded-unfairness invariant, in scheduling rounds: a task queued on a processor while
+/// at most `queued` tasks could be queued there runs on it within this many of its rounds (or
+/// is stolen earlier). Every `OLDEST_CHECK_INTERVAL`-th round serves the oldest task, so each
+/// task older than it is gone after at most that many rounds; the yield queue (every 31
+/// rounds) and shared queues (every 61) only take rounds from the others, which the slack
+/// covers. Checked under every policy by `tests/fairness.rs`.
+pub const fn wait_rounds_bound(queued: u64) -> u64 {
+    OLDEST_CHECK_INTERVAL * (queued + 1) + 64
+}
+
 /// The policy clusters get unless told otherwise: work-stealing keeps a woken fiber on the
 /// processor that woke it (locality) and spreads bursts by stealing, with bounded unfairness.
 pub const DEFAULT_POLICY: &str = "work-stealing";
@@ -103,6 +118,15 @@ pub trait LocalQueue: Send {
     /// The next task from this processor's own queues. `tick` counts the processor's scheduling
     /// rounds, for policies that look at shared queues every N rounds.
     fn pop(&mut self, tick: u64) -> Option<Task>;
+
+    /// The oldest task of this processor's own queues, or one close to it (a shared overflow
+    /// queue's head counts as older than the local queue). The processor calls this instead of
+    /// [`LocalQueue::pop`] every [`OLDEST_CHECK_INTERVAL`] rounds, which is what bounds every
+    /// policy's unfairness ([`wait_rounds_bound`]). The default is `pop`, right for policies
+    /// whose own order is FIFO.
+    fn pop_oldest(&mut self, tick: u64) -> Option<Task> {
+        self.pop(tick)
+    }
 
     /// Looks for work elsewhere (other processors, shared queues) after `pop` found none.
     fn steal(&mut self) -> Option<Task>;

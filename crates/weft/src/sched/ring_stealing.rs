@@ -118,6 +118,16 @@ impl<G: GlobalQueue> LocalQueue for Local<G> {
         self.pop_global_batch()
     }
 
+    /// The global queue's head first: a full ring moves its older half there.
+    fn pop_oldest(&mut self, tick: u64) -> Option<Task> {
+        if !self.shared.global.is_empty() {
+            if let Some(task) = self.shared.global.pop(self.index) {
+                return Some(task);
+            }
+        }
+        self.pop(tick)
+    }
+
     fn steal(&mut self) -> Option<Task> {
         let n = self.shared.stealers.len();
         let order = self.shared.victims.order(self.index, n, &mut self.rng);

@@ -159,6 +159,19 @@ impl LocalQueue for Local {
         self.pop_inject()
     }
 
+    /// The inject queue's head first: a full ring moves its older half there. Then the ring's
+    /// head, and the LIFO slot (the newest) last.
+    fn pop_oldest(&mut self, tick: u64) -> Option<Task> {
+        if let Some(task) = self.shared.inject.pop() {
+            self.lifo_runs = 0;
+            return Some(task);
+        }
+        if let Some(task) = self.ring.pop() {
+            return Some(task);
+        }
+        self.pop(tick)
+    }
+
     fn steal(&mut self) -> Option<Task> {
         let stealers = &self.shared.stealers;
         let n = stealers.len();
