@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# The many-connection benchmark: weft's servers and their peers (memcached -t 1; nginx with one
+# worker, sendfile, tcp_nopush, open_file_cache) at 1,000 / 4,000 / 15,360 persistent
+# connections, open loop, at 25 / 50 / 75 % of the peer's peak at that connection count.
+#
+# The load comes from benches/openloop/openloop.c, an independent open-loop generator in C on
+# epoll (weft's own generator runs on weft and saturates its core at 15,360 connections; see
+# docs/notes/scale.md). Server on CPU 0, load on CPU 1. The peer's peak is measured first at
+# each connection count (offered far above capacity; `actual_qps` is what came back inside the
+# window); every point is repeated ROUNDS times, servers alternating.
+#
+# Usage: benches/scale.sh [all|mc|http|variants]   (env: ROUNDS=2 DURATION=3 WARMUP=2
+#        CONNS="1000 4000 15360" WEFT=target/release/weft OUT=docs/bench)
+#   all       mc and http with the defaults (io_uring, the servers' default policy)
+#   variants  at 15,360 connections and 50 % of the peer's peak: epoll and the core policies
+# Prints a table per protocol and appends every point to $OUT/scale-DATE.jsonl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+ROUNDS=${ROUNDS:-2}
+DURATION=${DURATION:-3}
+WARMUP=${WARMUP:-2}
+CONNS=${CONNS:-"1000 4000 15360"}
+WEFT=${WEFT:-target/release/weft}
+OUT=${OUT:-docs/bench}
+stamp=$(date +%Y-%m-%d-%H%M)
+record="$OUT/scale-$stamp.jsonl"
+work=$(mktemp -d)
+chmod 755 "$work"
+trap 'rm -rf "$work"' EXIT
+
+for tool in memcached nginx cc; do
+  command -v "$tool" >/dev/null || { echo "scale.sh: $tool is missing (apt-get install memcached nginx gcc)" >&2; exit 2; }
+done
+[ -x "$WEFT" ] || { echo "scale.sh: $WEFT missing: cargo build --release -p weft-cli" >&2; exit 2; }
+ulimit -n "$(ulimit -Hn)"
+[ "$(ulimit -n)" -ge 16000 ] || { echo "scale.sh: need ulimit -n >= 16000 (hard limit $(ulimit -Hn))" >&2; exit 2; }
+cc -O2 -o "$work/openloop" benches/openloop/openloop.c -lpthread -lm
+
+# The static file and nginx's configuration (the one template of docs/BENCHMARKS.md).
+mkdir -p "$work/www"
+head -c 4096 /dev/urandom >"$work/www/4k.bin"
+nginx_conf() {
+  cat <<EOF
+worker_processes 1;
+daemon off;
+pid $work/nginx-$1.pid;
+error_log $work/nginx-error.log;
+worker_rlimit_nofile 20000;
+events { worker_connections 20000; }
+http {
+  access_log off;
+  sendfile on; tcp_nopush on;
+  open_file_cache max=20000;
+  keepalive_requests 1000000; keepalive_timeout 300s;
+  server { listen 127.0.0.1:$1 backlog=16384; root $work/www; }
+}
+EOF
+}
+
+# server_cmd PROTO NAME PORT -> the command line
+server_cmd() {
+  local proto=$1 name=$2 port=$3
+  case "$proto/$name" in
+  mc/memcached) echo "memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384" ;;
+  mc/weft*) echo "$WEFT memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384 ${name#weft}" ;;
+  http/nginx)
+    nginx_conf "$port" >"$work/nginx-$port.conf"
+    echo "nginx -c $work/nginx-$port.conf"
+    ;;
+  http/weft*) echo "$WEFT http --root $work/www --listen 127.0.0.1:$port ${name#weft}" ;;
+  esac
+}
+
+# CPU ticks of a server: the process and its children (nginx's worker).
+cpu_ticks() {
+  local sum=0 p
+  for p in $1 $(pgrep -P "$1" || true); do
+    sum=$((sum + $(awk '{print $14+$15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+  done
+  echo "$sum"
+}
+
+port=30000
+# point PROTO NAME CONNS QPS -> one JSON object on stdout (and in the record)
+point() {
+  local proto=$1 name=$2 conns=$3 qps=$4
+  port=$((port + 1))
+  local cmd
+  cmd=$(server_cmd "$proto" "$name" "$port")
+  # shellcheck disable=SC2086
+  taskset -c 0 $cmd >"$work/server.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 50); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.1
+  done
+  local extra=()
+  [ "$proto" = http ] && extra=(--proto http --path /4k.bin)
+  local t0 t1 c0 c1 out
+  c0=$(cpu_ticks "$pid")
+  t0=$(date +%s.%N)
+  out=$(taskset -c 1 "$work/openloop" --server "127.0.0.1:$port" --connections "$conns" \
+    --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" "${extra[@]}" || echo '{}')
+  t1=$(date +%s.%N)
+  c1=$(cpu_ticks "$pid")
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  local busy
+  busy=$(python3 -c "print(round(($c1-$c0)/100/($t1-$t0),3))")
+  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', server_busy=$busy, stamp='$stamp'); print(json.dumps(d))" "$out")
+  echo "$out" >>"$record"
+  echo "$out"
+}
+
+# sweep PROTO PEER "NAMES..." : peak of the peer, then 25/50/75 % for every server
+sweep() {
+  local proto=$1 peer=$2 names=$3
+  for conns in $CONNS; do
+    local peak
+    peak=$(point "$proto" "$peer" "$conns" 400000 | python3 -c "import json,sys; print(int(json.load(sys.stdin)['actual_qps']))")
+    echo "# $proto: $peer peak at $conns connections: $peak req/s" >&2
+    for frac in 25 50 75; do
+      local qps=$((peak * frac / 100))
+      for _ in $(seq "$ROUNDS"); do
+        for name in $names; do
+          point "$proto" "$name" "$conns" "$qps" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=$frac, peer_peak=$peak); print(json.dumps(d))" >>"$work/table.jsonl"
+        done
+      done
+    done
+  done
+}
+
+table() {
+  python3 - "$work/table.jsonl" <<'EOF'
+import json, sys, statistics
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+keys = sorted({(r['proto'], r['connections'], r['fraction']) for r in rows})
+servers = []
+for r in rows:
+    if r['server'] not in servers:
+        servers.append(r['server'])
+def spread(vals):
+    vals = sorted(vals)
+    return f"{vals[0]/1000:.1f}–{statistics.median(vals)/1000:.1f}–{vals[-1]/1000:.1f}"
+print("| protocol | connections | % of peer peak (req/s) | server | p50 ms | p99 ms (min–med–max) | p999 ms (min–med–max) | actual req/s | server busy |")
+print("|---|---:|---|---|---:|---|---|---:|---:|")
+for p, c, f in keys:
+    for s in servers:
+        rs = [r for r in rows if (r['proto'], r['connections'], r['fraction'], r['server']) == (p, c, f, s)]
+        if not rs:
+            continue
+        print(f"| {p} | {c} | {f} % ({int(rs[0]['offered_qps'])}) | {s} | {statistics.median(r['p50_us'] for r in rs)/1000:.2f} | "
+              f"{spread([r['p99_us'] for r in rs])} | {spread([r['p999_us'] for r in rs])} | "
+              f"{int(statistics.median(r['actual_qps'] for r in rs))} | {statistics.median(r['server_busy'] for r in rs):.2f} |")
+EOF
+}
+
+mkdir -p "$OUT"
+case "$what" in
+all | mc | http)
+  [ "$what" != http ] && sweep mc memcached "memcached weft"
+  [ "$what" != mc ] && sweep http nginx "nginx weft"
+  ;;
+variants)
+  CONNS=15360
+  for proto in mc http; do
+    peer=memcached
+    [ "$proto" = http ] && peer=nginx
+    peak=$(point "$proto" "$peer" 15360 400000 | python3 -c "import json,sys; print(int(json.load(sys.stdin)['actual_qps']))")
+    qps=$((peak / 2))
+    for _ in $(seq "$ROUNDS"); do
+      for name in "$peer" weft "weft --io epoll" "weft --scheduler work-stealing" \
+        "weft --scheduler relaxed-fifo" "weft --scheduler lifo-stealing" "weft --scheduler global-fifo"; do
+        point "$proto" "$name" 15360 "$qps" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=50, peer_peak=$peak); print(json.dumps(d))" >>"$work/table.jsonl"
+      done
+    done
+  done
+  ;;
+*)
+  echo "usage: benches/scale.sh [all|mc|http|variants]" >&2
+  exit 2
+  ;;
+esac
+table
+echo "raw points: $record" >&2
