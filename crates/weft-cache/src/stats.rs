@@ -61,6 +61,8 @@ counters!(
     total_connections,
     rejected_connections,
     conn_yields,
+    crawler_reclaimed,
+    crawler_items_checked,
 );
 
 /// Adds one to a counter.

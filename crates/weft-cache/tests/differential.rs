@@ -144,6 +144,10 @@ const CASES: &[&str] = &[
     "ms x 2 b\r\nhi\r\nms eA== 2 b\r\nhi\r\nmg eA== b v k\r\nmg x v\r\n",
     "ms mk 2 I\r\nhi\r\n",
     "ms mk 2 Oaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\nhi\r\n",
+    // --- stale items (md I): which flags keep the TTL and the stale marks
+    "set st1 0 100 1\r\nx\r\nmd st1 I T30\r\nmg st1 v c\r\nms st1 1 I T5\r\ny\r\nmg st1 v c\r\nms st1 1 I\r\nz\r\nmg st1 v c\r\n",
+    "set st2 0 100 1\r\nx\r\nmd st2 I\r\nms st2 1 I T0 C1\r\ny\r\nmg st2 t v\r\nms st2 1 T7\r\nw\r\nmg st2 t v\r\n",
+    "set st3 0 0 1\r\nx\r\nmd st3 I\r\nmg st3 c\r\nms st3 1 I C1\r\nq\r\nmg st3 v\r\nms st3 1 I C999\r\nr\r\nmg st3 v\r\n",
     // --- meta: md
     "md\r\nmd nothere\r\nmd nothere q\r\nmd nothere k O1\r\n",
     "ms del 1\r\nx\r\nmd del q\r\nmg del v\r\n",
@@ -266,6 +270,44 @@ fn large_values_and_size_limit_match_memcached() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `stats`, `stats settings`, `stats items`, `stats slabs`: memcached's key set in memcached's
+/// order (weft adds only `scheduler` to `stats settings`); `stats items` and `stats slabs`
+/// per size class, with the same classes as memcached for the same items.
+#[test]
+fn stats_have_memcached_keys_in_memcached_order() {
+    let Some((_mc, mc_addr)) = start_memcached(&["-t", "1"]) else {
+        return;
+    };
+    let weft = WeftServer::start(test_settings());
+    let mut load = b"set a 0 0 1\r\nx\r\nset b 0 100 2000\r\n".to_vec();
+    load.extend(std::iter::repeat_n(b'y', 2000));
+    load.extend_from_slice(b"\r\nset c 5 0 30000\r\n");
+    load.extend(std::iter::repeat_n(b'z', 30000));
+    load.extend_from_slice(b"\r\nget a\r\n");
+    session(mc_addr, &load);
+    session(weft.addr, &load);
+    let names = |addr, sub: &str| -> Vec<String> {
+        let reply = session(addr, format!("{sub}\r\n").as_bytes());
+        String::from_utf8(reply)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix("STAT "))
+            .map(|l| l.split(' ').next().unwrap().to_owned())
+            .collect()
+    };
+    for sub in ["stats", "stats settings", "stats items", "stats slabs"] {
+        let want = names(mc_addr, sub);
+        let mut got = names(weft.addr, sub);
+        if sub == "stats settings" {
+            assert_eq!(got.pop().as_deref(), Some("scheduler"));
+        }
+        assert_eq!(
+            got, want,
+            "{sub}: weft's keys (left) differ from memcached's"
+        );
+    }
 }
 
 /// `stats`: the same shape (STAT lines then END) and the names weft reports exist in memcached.

@@ -185,6 +185,38 @@ fn libmemcached_tools_copy_cat_remove_stat() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// memcdump lists the keys through `stats items` and `stats cachedump` (memcached's way).
+#[test]
+fn memcdump_lists_every_key() {
+    let Some(dump) = tool(&["memcdump", "memdump"]) else {
+        return;
+    };
+    let (_server, addr) = start(&[]);
+    let mut keys: Vec<String> = Vec::new();
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut req = Vec::new();
+    for (i, len) in [1usize, 100, 2000, 30_000, 200_000].iter().enumerate() {
+        let key = format!("dump{i}");
+        req.extend_from_slice(format!("set {key} 0 0 {len} noreply\r\n").as_bytes());
+        req.extend(std::iter::repeat_n(b'd', *len));
+        req.extend_from_slice(b"\r\n");
+        keys.push(key);
+    }
+    req.extend_from_slice(b"version\r\n");
+    s.write_all(&req).unwrap();
+    let mut reader = BufReader::new(s);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.starts_with("VERSION"), "{line}");
+    let out = run_ok(&dump, &[&format!("--servers=127.0.0.1:{}", addr.port())]);
+    let mut listed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    listed.sort();
+    assert_eq!(listed, keys);
+}
+
 #[test]
 fn memcslap_and_memcaslap_short_runs() {
     let (Some(slap), Some(aslap)) = (

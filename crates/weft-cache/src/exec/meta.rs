@@ -14,6 +14,7 @@ use crate::output::Output;
 use crate::protocol::meta::{preparse, MetaFlags, BAD_FORMAT, MAX_OPAQUE_BYTES, MAX_OPTION_TOKENS};
 use crate::protocol::{item_total_bytes, Data, StoreMode, Tokens, KEY_MAX_BYTES};
 use crate::stats::bump;
+use crate::store::classes::item_bytes;
 use crate::store::{Entry, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 
 const OPAQUE_TOO_LONG: &str = "CLIENT_ERROR opaque token too long";
@@ -548,13 +549,13 @@ fn mdebug(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
             } else {
                 i64::from(now.wrapping_sub(e.exptime) as i32)
             };
-            let size = item_total_bytes(e.key.len(), e.flags, e.data.len());
+            let size = item_bytes(e.key.len(), e.flags, e.data.len(), ctx.settings.use_cas);
             let line = format!(
                 " exp={exp} la={} cas={} fetch={} cls={} size={size}\r\n",
                 now.wrapping_sub(e.time),
                 e.cas,
                 if e.bits & FETCHED != 0 { "yes" } else { "no" },
-                super::stats::class_in(&ctx.chunk_sizes, size),
+                e.class,
             );
             out.push(line.as_bytes());
         }

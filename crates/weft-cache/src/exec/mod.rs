@@ -19,6 +19,7 @@ use crate::config::Settings;
 use crate::output::Output;
 use crate::protocol::{Command, Limits, VERSION};
 use crate::stats::bump;
+use crate::store::classes::SizeClasses;
 use crate::store::{Store, StoreConfig};
 
 /// memcached's `MAX_VERBOSITY_LEVEL`.
@@ -60,9 +61,6 @@ pub struct Context {
     pub shutdown_requested: AtomicBool,
     /// Per-prefix counters for `stats detail` (`-D`).
     pub detail: detail::Detail,
-    /// memcached's slab class chunk sizes for these settings (the classes `stats items`,
-    /// `stats slabs`, `stats cachedump` and `me` name).
-    pub chunk_sizes: Vec<usize>,
 }
 
 impl Context {
@@ -73,8 +71,12 @@ impl Context {
             item_size_max: settings.item_size_max,
             use_cas: settings.use_cas,
             initial_items: settings.hashpower.map_or(0, |p| 1usize << p.min(40)),
+            classes: SizeClasses::new(
+                settings.slab_growth_factor,
+                settings.slab_chunk_min,
+                settings.slab_chunk_max,
+            ),
         });
-        let chunk_sizes = stats::chunk_sizes_of(&settings);
         Context {
             store,
             limits: Limits {
@@ -86,7 +88,6 @@ impl Context {
             curr_connections: AtomicU64::new(0),
             conns: Mutex::new(BTreeMap::new()),
             shutdown_requested: AtomicBool::new(false),
-            chunk_sizes,
         }
     }
 

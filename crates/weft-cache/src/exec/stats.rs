@@ -5,66 +5,13 @@
 use std::sync::atomic::Ordering;
 
 use super::{Context, Flow};
-use crate::config::Settings;
 use crate::output::Output;
 use crate::protocol::number::strtoul32;
-use crate::protocol::{item_total_bytes, Tokens, VERSION};
-use crate::store::Entry;
+use crate::protocol::{Tokens, VERSION};
+use crate::store::classes::{CLASSES, SLAB_PAGE_BYTES};
 
-/// memcached's `MAX_NUMBER_OF_SLAB_CLASSES` (64): class ids `stats cachedump` accepts.
-const MAX_SLAB_CLASSES: u32 = 64;
 /// memcached caps one `stats cachedump` reply at 2 MB.
 const CACHEDUMP_MAX_BYTES: usize = 2 * 1024 * 1024;
-
-/// The size memcached would give this item in its slabs (header, key, data, flags, CAS).
-pub fn item_size(e: &Entry) -> usize {
-    item_total_bytes(e.key.len(), e.flags, e.data.len())
-}
-
-/// The chunk sizes of the server's slab classes (`-f`, `-n`, `-o slab_chunk_max`).
-pub fn chunk_sizes_of(s: &Settings) -> Vec<usize> {
-    slab_chunk_sizes(s.slab_growth_factor, s.slab_chunk_min, s.slab_chunk_max)
-}
-
-/// The class id (1-based) of an item of `size` bytes among `sizes`.
-pub fn class_in(sizes: &[usize], size: usize) -> u32 {
-    let i = sizes
-        .iter()
-        .position(|&c| size <= c)
-        .unwrap_or(sizes.len() - 1);
-    i as u32 + 1
-}
-
-/// memcached's slab classes with default `-n 48 -f 1.25` and a 512 KiB chunk maximum: the
-/// class id an item of `size` bytes would live in (used by `me` and `stats items`).
-#[cfg(test)]
-pub fn slab_class(size: usize) -> u32 {
-    slab_class_for(size, 1.25, 48, 512 * 1024)
-}
-
-/// The chunk sizes of memcached's slab classes for growth factor `factor`, minimum item
-/// space `chunk_min` (`-n`) and largest chunk `chunk_max`: memcached's `slabs_init`.
-pub fn slab_chunk_sizes(factor: f64, chunk_min: usize, chunk_max: usize) -> Vec<usize> {
-    const ITEM_HEADER: usize = 48;
-    let mut sizes = Vec::new();
-    let mut size = ITEM_HEADER + chunk_min;
-    while sizes.len() < 62 && (size as f64) < chunk_max as f64 / factor {
-        if size % 8 != 0 {
-            size += 8 - size % 8;
-        }
-        sizes.push(size);
-        size = (size as f64 * factor) as usize;
-    }
-    sizes.push(chunk_max);
-    sizes
-}
-
-/// The class id (1-based) an item of `size` bytes lives in; items above the largest chunk
-/// are chained from the largest class, so they report it.
-#[cfg(test)]
-pub fn slab_class_for(size: usize, factor: f64, chunk_min: usize, chunk_max: usize) -> u32 {
-    class_in(&slab_chunk_sizes(factor, chunk_min, chunk_max), size)
-}
 
 fn stat(out: &mut Output, name: &str, value: impl std::fmt::Display) {
     out.push(format!("STAT {name} {value}\r\n").as_bytes());
@@ -125,10 +72,28 @@ pub(super) fn stats(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -
     Flow::Continue
 }
 
+/// `stats`: memcached 1.6.18's 95 keys in its order. Where weft has the concept the value is
+/// weft's (connections, commands, bytes, items, evictions, reclaims, the sweeper as the LRU
+/// crawler, `conn_yields`, the hash tables' size); the others name memcached mechanisms weft
+/// does not have (response objects, slab rebalancing, LRU segments, log watchers) and are 0.
+/// docs/notes/memcached-dropin.md lists which is which.
 fn general(ctx: &Context, out: &mut Output, now: u32) {
     let store = &ctx.store;
     let clock = &store.clock;
     let (user, system) = rusage();
+    let snapshot = store.stats.snapshot();
+    let get = |name: &str| {
+        snapshot
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0, |(_, v)| *v)
+    };
+    let curr = ctx.curr_connections.load(Ordering::Relaxed);
+    let listeners = {
+        let conns = ctx.conns.lock().unwrap_or_else(|p| p.into_inner());
+        conns.values().filter(|c| c.listen_addr.is_empty()).count() as u64
+    };
+    let (table_slots, table_bytes) = store.table_size();
     stat(out, "pid", std::process::id());
     stat(out, "uptime", now - 62);
     stat(out, "time", clock.unix_now());
@@ -138,20 +103,22 @@ fn general(ctx: &Context, out: &mut Output, now: u32) {
     stat(out, "rusage_user", format!("{user:.6}"));
     stat(out, "rusage_system", format!("{system:.6}"));
     stat(out, "max_connections", ctx.settings.max_connections);
-    stat(
-        out,
-        "curr_connections",
-        ctx.curr_connections.load(Ordering::Relaxed),
-    );
-    let snapshot = store.stats.snapshot();
-    let get = |name: &str| {
-        snapshot
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map_or(0, |(_, v)| *v)
-    };
+    stat(out, "curr_connections", curr);
     stat(out, "total_connections", get("total_connections"));
     stat(out, "rejected_connections", get("rejected_connections"));
+    stat(out, "connection_structures", curr + listeners);
+    for name in [
+        "response_obj_oom",
+        "response_obj_count",
+        "response_obj_bytes",
+        "read_buf_count",
+        "read_buf_bytes",
+        "read_buf_bytes_free",
+        "read_buf_oom",
+        "reserved_fds",
+    ] {
+        stat(out, name, 0);
+    }
     for name in [
         "cmd_get",
         "cmd_set",
@@ -184,18 +151,69 @@ fn general(ctx: &Context, out: &mut Output, now: u32) {
     }
     stat(out, "limit_maxbytes", store.limit_bytes());
     stat(out, "accepting_conns", 1);
+    stat(out, "listen_disabled_num", 0);
+    stat(out, "time_in_listen_disabled_us", 0);
     stat(out, "threads", ctx.settings.processors);
+    stat(out, "conn_yields", get("conn_yields"));
+    // memcached's table has 2^hash_power_level buckets of 8 bytes.
+    stat(
+        out,
+        "hash_power_level",
+        table_slots.max(1).next_power_of_two().trailing_zeros(),
+    );
+    stat(out, "hash_bytes", table_bytes);
+    stat(out, "hash_is_expanding", 0);
+    for name in [
+        "slab_reassign_rescues",
+        "slab_reassign_chunk_rescues",
+        "slab_reassign_evictions_nomem",
+        "slab_reassign_inline_reclaim",
+        "slab_reassign_busy_items",
+        "slab_reassign_busy_deletes",
+        "slab_reassign_running",
+        "slabs_moved",
+        "lru_crawler_running",
+    ] {
+        stat(out, name, 0);
+    }
+    stat(out, "lru_crawler_starts", u64::from(ctx.settings.sweeper));
+    for name in [
+        "lru_maintainer_juggles",
+        "malloc_fails",
+        "log_worker_dropped",
+        "log_worker_written",
+        "log_watcher_skipped",
+        "log_watcher_sent",
+        "log_watchers",
+        "unexpected_napi_ids",
+        "round_robin_fallback",
+    ] {
+        stat(out, name, 0);
+    }
     stat(out, "bytes", store.used_bytes());
     stat(out, "curr_items", store.item_count());
+    stat(out, "total_items", get("total_items"));
+    stat(out, "slab_global_page_pool", 0);
     for name in [
-        "total_items",
         "expired_unfetched",
         "evicted_unfetched",
         "evicted_active",
         "evictions",
         "reclaimed",
+        "crawler_reclaimed",
+        "crawler_items_checked",
     ] {
         stat(out, name, get(name));
+    }
+    for name in [
+        "lrutail_reflocked",
+        "moves_to_cold",
+        "moves_to_warm",
+        "moves_within_lru",
+        "direct_reclaims",
+        "lru_bumps_dropped",
+    ] {
+        stat(out, name, 0);
     }
 }
 
@@ -334,7 +352,7 @@ fn cachedump(ctx: &Context, out: &mut Output, t: &Tokens<'_>) {
         out.line("CLIENT_ERROR bad command line format");
         return;
     };
-    if class >= MAX_SLAB_CLASSES {
+    if class as usize >= CLASSES {
         out.line("CLIENT_ERROR Illegal slab id");
         return;
     }
@@ -342,7 +360,7 @@ fn cachedump(ctx: &Context, out: &mut Output, t: &Tokens<'_>) {
     let mut bytes = 0;
     let clock = &ctx.store.clock;
     ctx.store.for_each_recent_first(|e| {
-        if class_in(&ctx.chunk_sizes, item_size(e)) != class {
+        if u32::from(e.class) != class {
             return true;
         }
         let expiry = if e.exptime == 0 {
@@ -379,40 +397,82 @@ fn conns(ctx: &Context, out: &mut Output) {
     }
 }
 
-fn items(ctx: &Context, out: &mut Output, _now: u32) {
-    let n = ctx.store.item_count();
-    if n == 0 {
-        return;
+/// `stats items`: memcached's 28 keys per size class that holds items, from each shard's
+/// per-class tallies. weft has one LRU per shard, so every item counts as COLD
+/// (`number_cold` = `number`, hot/warm 0); `age` is the oldest access among each shard's
+/// [`crate::store::AGE_SCAN_ITEMS`] least recently used items; the LRU-segment counters are 0.
+fn items(ctx: &Context, out: &mut Output, now: u32) {
+    let (classes, age) = ctx.store.class_counts(now);
+    for (id, c) in classes.iter().enumerate().filter(|(_, c)| c.items > 0) {
+        let mut s = |name: &str, v: u64| stat(out, &format!("items:{id}:{name}"), v);
+        s("number", c.items);
+        s("number_hot", 0);
+        s("number_warm", 0);
+        s("number_cold", c.items);
+        s("age_hot", 0);
+        s("age_warm", 0);
+        s("age", u64::from(age[id]));
+        s("mem_requested", c.bytes);
+        s("evicted", c.evicted);
+        s("evicted_nonzero", c.evicted_nonzero);
+        s("evicted_time", u64::from(c.evicted_time));
+        s("outofmemory", 0);
+        s("tailrepairs", 0);
+        s("reclaimed", c.reclaimed);
+        s("expired_unfetched", c.expired_unfetched);
+        s("evicted_unfetched", c.evicted_unfetched);
+        s("evicted_active", 0);
+        s("crawler_reclaimed", c.crawler_reclaimed);
+        s("crawler_items_checked", 0);
+        s("lrutail_reflocked", 0);
+        s("moves_to_cold", 0);
+        s("moves_to_warm", 0);
+        s("moves_within_lru", 0);
+        s("direct_reclaims", 0);
+        s("hits_to_hot", 0);
+        s("hits_to_warm", 0);
+        s("hits_to_cold", 0);
+        s("hits_to_temp", 0);
     }
-    stat(out, "items:1:number", n);
-    stat(
-        out,
-        "items:1:evicted",
-        ctx.store.stats.evictions.load(Ordering::Relaxed),
-    );
-    stat(
-        out,
-        "items:1:reclaimed",
-        ctx.store.stats.reclaimed.load(Ordering::Relaxed),
-    );
 }
 
+/// `stats slabs`: memcached's 15 keys per class that holds items, then `active_slabs` and
+/// `total_malloced`. The pages are what memcached's slabs would need for these items
+/// (1 MiB pages of the class's chunk size); weft's real footprint is `bytes` in `stats`. The
+/// per-class command counters are not kept (0); `stats` has the server-wide ones.
 fn slabs(ctx: &Context, out: &mut Output) {
-    stat(out, "active_slabs", usize::from(ctx.store.item_count() > 0));
-    stat(out, "total_malloced", ctx.store.used_bytes());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::slab_class;
-
-    #[test]
-    fn slab_classes_match_memcached_defaults() {
-        assert_eq!(slab_class(63), 1);
-        assert_eq!(slab_class(96), 1);
-        assert_eq!(slab_class(97), 2);
-        assert_eq!(slab_class(120), 2);
-        assert_eq!(slab_class(1184), 12);
-        assert_eq!(slab_class(1_048_000), 39);
+    let (classes, _) = ctx.store.class_counts(ctx.store.clock.now());
+    let sizes = &ctx.store.config().classes;
+    let mut active = 0;
+    let mut malloced = 0u64;
+    for (id, c) in classes.iter().enumerate().filter(|(_, c)| c.items > 0) {
+        let chunk = sizes.chunk_size(id.min(sizes.len()).max(1)) as u64;
+        let per_page = (SLAB_PAGE_BYTES as u64 / chunk).max(1);
+        let pages = c.items.div_ceil(per_page);
+        let total = pages * per_page;
+        let mut s = |name: &str, v: u64| stat(out, &format!("{id}:{name}"), v);
+        s("chunk_size", chunk);
+        s("chunks_per_page", per_page);
+        s("total_pages", pages);
+        s("total_chunks", total);
+        s("used_chunks", c.items);
+        s("free_chunks", total - c.items);
+        s("free_chunks_end", 0);
+        for name in [
+            "get_hits",
+            "cmd_set",
+            "delete_hits",
+            "incr_hits",
+            "decr_hits",
+            "cas_hits",
+            "cas_badval",
+            "touch_hits",
+        ] {
+            s(name, 0);
+        }
+        active += 1;
+        malloced += pages * SLAB_PAGE_BYTES as u64;
     }
+    stat(out, "active_slabs", active);
+    stat(out, "total_malloced", malloced);
 }

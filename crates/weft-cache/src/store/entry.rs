@@ -30,6 +30,8 @@ pub struct Entry {
     pub time: u32,
     /// Bits: [`FETCHED`], [`STALE`], [`TOKEN_SENT`], [`KEY_BINARY`].
     pub bits: u8,
+    /// memcached's slab class for its size ([`super::classes`]), set when linked.
+    pub class: u8,
     /// LRU neighbours (towards the head = more recent, towards the tail).
     pub prev: u32,
     pub next: u32,

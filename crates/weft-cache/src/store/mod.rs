@@ -11,6 +11,7 @@
 //! locking the other shards one at a time. The counters (`used_bytes`, CAS, flush settings,
 //! stats) are atomics and are never a reason to wait.
 
+pub mod classes;
 pub mod clock;
 pub mod entry;
 pub mod heap;
@@ -28,6 +29,8 @@ use crate::stats::{bump, Stats};
 
 /// Number of shards (a power of two).
 pub const SHARDS: usize = 64;
+/// Items per shard, from its LRU tail, that `stats items` looks at for the classes' ages.
+pub const AGE_SCAN_ITEMS: usize = 256;
 
 /// Store settings fixed at start (except the memory limit, which `cache_memlimit` changes).
 #[derive(Clone, Debug)]
@@ -42,6 +45,8 @@ pub struct StoreConfig {
     pub use_cas: bool,
     /// `-o hashpower`: the hash tables start with room for this many items (0 = grow).
     pub initial_items: usize,
+    /// memcached's slab classes (`-f`, `-n`, `-o slab_chunk_max`), as names for item sizes.
+    pub classes: classes::SizeClasses,
 }
 
 /// Why an item could not be linked.
@@ -112,6 +117,7 @@ impl Store {
                 .map(|_| {
                     PaddedShard(Mutex::new(Shard::with_capacity(
                         config.initial_items / SHARDS,
+                        config.use_cas,
                     )))
                 })
                 .collect(),
@@ -235,6 +241,13 @@ impl Store {
         }
     }
 
+    /// The hash tables' slots (buckets) and bytes, all shards together.
+    pub fn table_size(&self) -> (usize, usize) {
+        (0..SHARDS)
+            .map(|i| self.lock_shard(i).table_size())
+            .fold((0, 0), |(a, b), (c, d)| (a + c, b + d))
+    }
+
     /// Items currently stored (including expired ones not yet reclaimed, like memcached).
     pub fn item_count(&self) -> usize {
         (0..SHARDS).map(|i| self.lock_shard(i).len()).sum()
@@ -303,18 +316,49 @@ impl Store {
             let mut shard = self.lock_shard(i);
             while self.used_bytes() > self.budget_bytes() {
                 let Some(tail) = shard.tail() else { break };
-                self.evict(&mut shard, tail);
+                self.evict(&mut shard, tail, self.clock.now());
             }
         }
     }
 
-    fn evict(&self, shard: &mut Shard, idx: u32) {
+    fn evict(&self, shard: &mut Shard, idx: u32, now: u32) {
         let (e, charge) = shard.remove(idx);
         self.used_bytes.fetch_sub(charge, Ordering::Relaxed);
         bump(&self.stats.evictions);
+        let c = &mut shard.classes[usize::from(e.class)];
+        c.evicted += 1;
+        c.evicted_time = now.saturating_sub(e.time);
+        if e.exptime != 0 {
+            c.evicted_nonzero += 1;
+        }
         if e.bits & FETCHED == 0 {
             bump(&self.stats.evicted_unfetched);
+            c.evicted_unfetched += 1;
         }
+    }
+
+    /// The per-class tallies of all shards (one shard lock at a time), and for each class
+    /// the age of the oldest item seen at the LRU tails (up to [`AGE_SCAN_ITEMS`] per shard).
+    pub fn class_counts(
+        &self,
+        now: u32,
+    ) -> (
+        [classes::ClassCounts; classes::CLASSES],
+        [u32; classes::CLASSES],
+    ) {
+        let mut total = [classes::ClassCounts::default(); classes::CLASSES];
+        let mut age = [0u32; classes::CLASSES];
+        for i in 0..SHARDS {
+            let shard = self.lock_shard(i);
+            for (t, c) in total.iter_mut().zip(shard.classes.iter()) {
+                t.add(c);
+            }
+            shard.for_each_oldest_first(AGE_SCAN_ITEMS, |e| {
+                let a = &mut age[usize::from(e.class)];
+                *a = (*a).max(now.saturating_sub(e.time));
+            });
+        }
+        (total, age)
     }
 
     /// Notes that an item now expires at `exptime` (0 = never), for [`Store::make_room`].
@@ -374,7 +418,7 @@ impl Store {
                 }
             });
             for idx in dead {
-                self.reclaim(&mut shard, idx);
+                self.reclaim(&mut shard, idx, false);
                 freed += 1;
             }
         }
@@ -386,12 +430,22 @@ impl Store {
         freed
     }
 
-    fn reclaim(&self, shard: &mut Shard, idx: u32) {
+    /// Unlinks a dead item, counted as memcached counts it: `crawler_reclaimed` when the
+    /// background sweeper (memcached's LRU crawler) found it, else `reclaimed`.
+    fn reclaim(&self, shard: &mut Shard, idx: u32, by_sweeper: bool) {
         let (e, charge) = shard.remove(idx);
         self.used_bytes.fetch_sub(charge, Ordering::Relaxed);
-        bump(&self.stats.reclaimed);
+        let c = &mut shard.classes[usize::from(e.class)];
+        if by_sweeper {
+            bump(&self.stats.crawler_reclaimed);
+            c.crawler_reclaimed += 1;
+        } else {
+            bump(&self.stats.reclaimed);
+            c.reclaimed += 1;
+        }
         if e.bits & FETCHED == 0 {
             bump(&self.stats.expired_unfetched);
+            c.expired_unfetched += 1;
         }
     }
 
@@ -402,9 +456,10 @@ impl Store {
         let start = self.sweep_cursor.fetch_add(8, Ordering::Relaxed);
         for k in 0..8 {
             let mut shard = self.lock_shard((start + k) % SHARDS);
-            let dead = shard.sweep_candidates(budget, |e| self.is_dead(e, now));
+            let (checked, dead) = shard.sweep_candidates(budget, |e| self.is_dead(e, now));
+            crate::stats::add(&self.stats.crawler_items_checked, checked as u64);
             for idx in dead {
-                self.reclaim(&mut shard, idx);
+                self.reclaim(&mut shard, idx, true);
                 freed += 1;
             }
         }
@@ -508,7 +563,10 @@ impl<'s> Locked<'s> {
                 break;
             }
             match self.sh().tail() {
-                Some(t) if Some(t) != keep => store.evict(self.sh_mut(), t),
+                Some(t) if Some(t) != keep => {
+                    let now = self.now;
+                    store.evict(self.sh_mut(), t, now);
+                }
                 _ => {
                     self.shortfall = used + charge - budget;
                     break;
@@ -547,6 +605,7 @@ impl<'s> Locked<'s> {
         if let Some(old) = old {
             self.unlink(old);
         }
+        let size = classes::item_bytes(key.len(), flags, data.len(), self.store.config.use_cas);
         let entry = Entry {
             key: key.into(),
             data,
@@ -556,6 +615,7 @@ impl<'s> Locked<'s> {
             exptime,
             time: self.now,
             bits,
+            class: self.store.config.classes.class_of(size),
             prev: NIL,
             next: NIL,
         };
@@ -565,28 +625,14 @@ impl<'s> Locked<'s> {
         Ok(idx)
     }
 
-    /// Swaps an item's data in place (incr/decr), with a new CAS value.
+    /// Swaps an item's data in place for data of the same length (incr/decr written over
+    /// the old digits, padded), with a new CAS value: its charge and size class stay.
     pub fn replace_data(&mut self, idx: u32, data: Arc<[u8]>) {
         let cas = self.store.item_cas();
-        let (old_key_len, old_len) = {
-            let e = self.sh().entry(idx);
-            (e.key.len(), e.data.len())
-        };
         let e = self.sh_mut().entry_mut(idx);
+        assert_eq!(e.data.len(), data.len(), "in-place data keeps its length");
         e.data = data;
         e.cas = cas;
-        let new_len = e.data.len();
-        let old_charge = entry::charge_bytes(old_key_len, old_len);
-        let new_charge = entry::charge_bytes(old_key_len, new_len);
-        if new_charge >= old_charge {
-            self.store
-                .used_bytes
-                .fetch_add(new_charge - old_charge, Ordering::Relaxed);
-        } else {
-            self.store
-                .used_bytes
-                .fetch_sub(old_charge - new_charge, Ordering::Relaxed);
-        }
         self.update(idx);
     }
 }

@@ -6,6 +6,7 @@
 
 use hashbrown::HashTable;
 
+use super::classes::{item_bytes, ClassCounts, CLASSES};
 use super::entry::{charge_bytes, Entry, NIL};
 
 #[derive(Debug)]
@@ -28,6 +29,10 @@ pub struct Shard {
     bytes: usize,
     /// Where the sweeper continues.
     sweep_cursor: usize,
+    /// Per size class: items, their memcached sizes, evictions and reclaims.
+    pub classes: Box<[ClassCounts; CLASSES]>,
+    /// Whether items carry a CAS value (`-C` clears it): part of memcached's item size.
+    use_cas: bool,
 }
 
 impl Default for Shard {
@@ -41,6 +46,8 @@ impl Default for Shard {
             len: 0,
             bytes: 0,
             sweep_cursor: 0,
+            classes: Box::new([ClassCounts::default(); CLASSES]),
+            use_cas: true,
         }
     }
 }
@@ -48,8 +55,11 @@ impl Default for Shard {
 impl Shard {
     /// A shard whose table holds `items` without growing (`-o hashpower`); an allocation
     /// that fails leaves the table to grow on demand instead.
-    pub fn with_capacity(items: usize) -> Shard {
-        let mut s = Shard::default();
+    pub fn with_capacity(items: usize, use_cas: bool) -> Shard {
+        let mut s = Shard {
+            use_cas,
+            ..Shard::default()
+        };
         if items > 0 {
             let _ = s.table.try_reserve(items, |_| 0);
         }
@@ -58,6 +68,12 @@ impl Shard {
 
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// The hash table's slots and their bytes (a slot index and a control byte each).
+    pub fn table_size(&self) -> (usize, usize) {
+        let slots = self.table.capacity();
+        (slots, slots * (std::mem::size_of::<u32>() + 1))
     }
 
     #[cfg(test)]
@@ -138,9 +154,18 @@ impl Shard {
         }
     }
 
+    /// memcached's size for an item of this shard (for the per-class tallies).
+    fn size_of(&self, e: &Entry) -> u64 {
+        item_bytes(e.key.len(), e.flags, e.data.len(), self.use_cas) as u64
+    }
+
     /// Adds an item (its key must not be present); returns its slot and its charge.
     pub fn insert(&mut self, entry: Entry) -> (u32, usize) {
         let charge = charge_bytes(entry.key.len(), entry.data.len());
+        let size = self.size_of(&entry);
+        let c = &mut self.classes[usize::from(entry.class)];
+        c.items += 1;
+        c.bytes += size;
         let hash = entry.hash;
         let idx = if self.free_head != NIL {
             let idx = self.free_head;
@@ -187,8 +212,12 @@ impl Shard {
             unreachable!("removed a free slot")
         };
         let charge = charge_bytes(entry.key.len(), entry.data.len());
+        let size = self.size_of(&entry);
         self.len -= 1;
         self.bytes -= charge;
+        let c = &mut self.classes[usize::from(entry.class)];
+        c.items -= 1;
+        c.bytes -= size;
         (entry, charge)
     }
 
@@ -206,6 +235,19 @@ impl Shard {
         true
     }
 
+    /// Calls `f` on up to `limit` items from the least recently used on.
+    pub fn for_each_oldest_first(&self, limit: usize, mut f: impl FnMut(&Entry)) {
+        let mut at = self.tail;
+        for _ in 0..limit {
+            if at == NIL {
+                return;
+            }
+            let e = self.entry(at);
+            f(e);
+            at = e.prev;
+        }
+    }
+
     /// Calls `f` on every used slot.
     pub fn for_each(&self, mut f: impl FnMut(u32, &Entry)) {
         for (i, slot) in self.slots.iter().enumerate() {
@@ -215,26 +257,32 @@ impl Shard {
         }
     }
 
-    /// Up to `budget` used slots from the sweep cursor on, wrapping; calls `dead` on each and
-    /// returns those it says are dead.
-    pub fn sweep_candidates(&mut self, budget: usize, dead: impl Fn(&Entry) -> bool) -> Vec<u32> {
+    /// Up to `budget` slots from the sweep cursor on, wrapping; calls `dead` on each used one
+    /// and returns how many it looked at and those it says are dead.
+    pub fn sweep_candidates(
+        &mut self,
+        budget: usize,
+        dead: impl Fn(&Entry) -> bool,
+    ) -> (usize, Vec<u32>) {
         let mut out = Vec::new();
+        let mut checked = 0;
         let n = self.slots.len();
         if n == 0 {
-            return out;
+            return (0, out);
         }
         for _ in 0..budget.min(n) {
             if self.sweep_cursor >= n {
                 self.sweep_cursor = 0;
             }
             if let Slot::Used(e) = &self.slots[self.sweep_cursor] {
+                checked += 1;
                 if dead(e) {
                     out.push(self.sweep_cursor as u32);
                 }
             }
             self.sweep_cursor += 1;
         }
-        out
+        (checked, out)
     }
 }
 
@@ -253,6 +301,7 @@ mod tests {
             exptime: 0,
             time: 0,
             bits: 0,
+            class: 1,
             prev: NIL,
             next: NIL,
         }
