@@ -115,6 +115,7 @@ const CASES: &[&str] = &[
     "cache_memlimit\r\ncache_memlimit abc\r\ncache_memlimit 2\r\ncache_memlimit 64\r\n",
     "stats detail\r\nstats detail on\r\nstats detail off\r\nstats nonsense\r\n",
     "stats reset\r\n",
+    "stats cachedump 100 0\r\nstats cachedump x 0\r\nstats cachedump 1\r\nstats cachedump 1 x\r\nstats cachedump 60 1\r\nstats cachedump\r\n",
     "slabs automove 5\r\nslabs automove x\r\nslabs\r\n",
     "lru_crawler\r\n",
     "lru\r\n",
