@@ -46,14 +46,7 @@ pub(super) fn get(
         let hash = store.hash(key);
         let mut lk = store.lock(hash, now);
         let found = lk.get(hash, key);
-        if ctx.detail.enabled() {
-            ctx.detail.record(
-                key,
-                Op::Get {
-                    hit: found.is_some(),
-                },
-            );
-        }
+        let hit = found.is_some();
         match found {
             Some(idx) => {
                 lk.bump(idx);
@@ -97,6 +90,10 @@ pub(super) fn get(
                     bump(&stats.get_misses);
                 }
             }
+        }
+        // After the shard lock is released: the prefix table's lock is taken alone.
+        if ctx.detail.enabled() {
+            ctx.detail.record(key, Op::Get { hit });
         }
     }
     out.push(b"END\r\n");
