@@ -794,14 +794,16 @@ pub fn run(args: MemcachedArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    // Registered before any processor thread starts (in the daemon, after the fork).
+    let mut signals = signals_or_exit();
     let started = start(&args, settings, pidfile.as_deref());
-    let (server, mut signals) = match (started, report.as_mut()) {
+    let server = match (started, report.as_mut()) {
         (Ok(s), Some(pipe)) => {
             use std::io::Write;
             let _ = pipe.write_all(b"ok");
-            (s, signals_or_exit())
+            s
         }
-        (Ok(s), None) => (s, signals_or_exit()),
+        (Ok(s), None) => s,
         (Err(e), Some(pipe)) => {
             use std::io::Write;
             let _ = pipe.write_all(format!("{e:#}").as_bytes());
@@ -839,7 +841,6 @@ pub fn run(args: MemcachedArgs) -> anyhow::Result<()> {
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
 fn signals_or_exit() -> Signals {
-    // Registered before any processor thread could take the signals.
     Signals::new([SIGTERM, SIGINT, SIGUSR1]).unwrap_or_else(|e| {
         eprintln!("weft memcached: installing signal handlers: {e}");
         std::process::exit(1);
