@@ -67,9 +67,11 @@ fn no_runnable_fiber_waits_more_than_the_stated_bound_under_any_policy() {
                 policy.name,
                 stats.wait_rounds.count()
             );
+            // Every task's wait is counted in ns; in rounds only where the processor that
+            // queued it ran it (with two, a shared queue hands many to the other).
             assert!(
-                stats.wait_rounds.count() > (PAIRS * ROUNDS) as u64,
-                "{}: the waits were not counted",
+                stats.wait_ns.count() > (PAIRS * ROUNDS) as u64 && stats.wait_rounds.count() > 0,
+                "{} x{processors}: the waits were not counted",
                 policy.name
             );
             if max > bound {
