@@ -442,3 +442,54 @@ pub(crate) unsafe fn run(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::driver::uring::Uring;
+    use crate::io::driver::{DriverShared, PollMode, Waker};
+    use crate::io::IoBackend;
+
+    /// The race of a forwarded cancel: the fiber marked its operation `CANCEL` from another
+    /// processor, the owning processor reaped the operation's completion (nothing left in
+    /// flight there), and only then did the cancel request arrive. The owner must take it on
+    /// its next busy rounds and acknowledge it, not leave the fiber waiting for `ACK` until the
+    /// owner next goes idle (a busy owner may never).
+    #[test]
+    fn a_cancel_forwarded_after_the_completion_was_reaped_is_acknowledged_by_busy_polls() {
+        let cluster = crate::Cluster::builder()
+            .name("forwarded-cancel")
+            .processors(1)
+            .io(IoBackend::Uring)
+            .build()
+            .unwrap();
+        cluster
+            .spawn(|| {
+                let waker = Arc::new(Waker::new(IoBackend::Uring).unwrap());
+                let shared = Arc::new(DriverShared::new(waker));
+                // A ring of our own, standing for the owning processor's: this test fiber is
+                // its only user, on the one thread of its cluster.
+                let ring = Uring::new(shared.clone()).expect("io_uring works here");
+                ring.flush();
+                // The state the race leaves: cancel asked, completion already reaped.
+                let record = Completion {
+                    result: AtomicI32::new(0),
+                    state: AtomicU8::new(DONE | CANCEL),
+                    waiter: fiber::current_ref().unwrap(),
+                    owner: shared.clone(),
+                    fd: -1,
+                    dir: Dir::Read,
+                };
+                shared.request_cancel(&record);
+                for tick in 1..=64u64 {
+                    ring.poll(tick, PollMode::Busy);
+                    if record.state.load(Ordering::Acquire) & ACK != 0 {
+                        return;
+                    }
+                }
+                panic!("a forwarded cancel was not acknowledged in 64 busy rounds");
+            })
+            .join()
+            .unwrap();
+    }
+}
