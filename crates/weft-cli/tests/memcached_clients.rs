@@ -318,10 +318,8 @@ fn sigterm_with_a_client_connected_exits_cleanly() {
     client.read_exact(&mut reply).unwrap();
     assert_eq!(&reply, b"STORED\r\n");
     // SAFETY: kill(2) on our own child, not yet reaped.
-    assert_eq!(
-        unsafe { libc::kill(server.0.id() as libc::pid_t, libc::SIGTERM) },
-        0
-    );
+    let sent = unsafe { libc::kill(server.0.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(sent, 0);
     let status = wait_exit(&mut server.0, Duration::from_secs(10));
     assert!(status.success(), "exit status {status}");
     // The open connection was closed, not left hanging.

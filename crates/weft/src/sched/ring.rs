@@ -387,12 +387,14 @@ impl<T> Steal<T> {
             // while `steal != real`). The destination slots are beyond `dst`'s tail, with
             // `dst_tail - dst_steal + n <= capacity`, so they hold no
             // live value and no stealer of `dst` reads them (`n <= room`); we are `dst`'s owner.
-            let value = src
-                .slot(first.wrapping_add(i))
-                .with(|p| unsafe { ptr::read((*p).as_ptr()) });
-            dst.inner
-                .slot(dst_tail.wrapping_add(i))
-                .with_mut(|p| unsafe { ptr::write((*p).as_mut_ptr(), value) });
+            let value = src.slot(first.wrapping_add(i)).with(|p| {
+                // SAFETY: a claimed source slot holds a live value (see above).
+                unsafe { ptr::read((*p).as_ptr()) }
+            });
+            dst.inner.slot(dst_tail.wrapping_add(i)).with_mut(|p| {
+                // SAFETY: a free destination slot that only we, `dst`'s owner, write (above).
+                unsafe { ptr::write((*p).as_mut_ptr(), value) }
+            });
         }
         // Commit: move `steal` up to `real`, handing the slots back to the owner. The owner may
         // have popped meanwhile (moving `real`), so retry with what it left.

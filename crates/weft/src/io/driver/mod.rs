@@ -54,9 +54,8 @@ impl Waker {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `fd` is a fresh descriptor nobody else owns.
-        Ok(Waker {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Waker { fd })
     }
 
     /// Wakes the processor that owns this waker. Any thread; never blocks.
