@@ -32,6 +32,12 @@ pub struct Tally {
     pub timeouts: u64,
     /// Error replies and failed connections.
     pub errors: u64,
+    /// Replies received inside the measurement window, whenever their request was intended:
+    /// what the server delivered there (the open-loop `actual` rate).
+    pub in_window: u64,
+    /// Requests intended inside the window that the sender could not send before it ended
+    /// (the server, or the connection's depth, held it back).
+    pub unsent: u64,
 }
 
 impl Tally {
@@ -43,6 +49,8 @@ impl Tally {
             misses: 0,
             timeouts: 0,
             errors: 0,
+            in_window: 0,
+            unsent: 0,
         }
     }
 
@@ -63,6 +71,8 @@ impl Tally {
         self.misses += other.misses;
         self.timeouts += other.timeouts;
         self.errors += other.errors;
+        self.in_window += other.in_window;
+        self.unsent += other.unsent;
     }
 }
 

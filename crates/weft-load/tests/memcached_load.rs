@@ -18,7 +18,13 @@ enum Fake {
     Silent,
     /// Closes each connection after this many requests.
     CloseAfter(usize),
+    /// Answers like `Honest`, but one request at a time over all connections, each taking
+    /// this long: a server whose capacity is 1 s / the delay.
+    Slow(Duration),
 }
+
+/// Serialises the `Slow` fake's requests across its connections (one "core").
+static SLOW_CORE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn fake_server(mode: Fake) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -54,6 +60,10 @@ fn serve(conn: TcpStream, mode: Fake) {
             _ => b"ERROR\r\n",
         };
         served += 1;
+        if let Fake::Slow(each) = mode {
+            let _core = SLOW_CORE.lock().unwrap_or_else(|p| p.into_inner());
+            std::thread::sleep(each);
+        }
         match mode {
             Fake::Silent => continue,
             Fake::CloseAfter(n) if served > n => return,
@@ -101,6 +111,42 @@ fn open_loop_hits_its_target_and_counts_misses() {
         report.requests
     );
     assert!(report.latency_us.p50 > 0 && report.latency_us.p50 <= report.latency_us.p99);
+}
+
+/// Open loop past saturation, as mutilate and wrk2 count it: `actual` is the replies received
+/// inside the window, so it shows the server's capacity, not the offered rate; the sender
+/// stops at the end of the window (what it could not send is reported as `unsent`), and the
+/// run ends within warm-up + duration + timeout. (It used to keep sending the whole backlog
+/// after the window and count every reply to a request intended in it: `actual` equalled the
+/// offered rate and a 3-second run took 20.)
+#[test]
+fn past_saturation_actual_is_the_capacity_and_the_run_ends_on_time() {
+    // About 1,000 replies/s at most (1 ms each, one at a time), 5,000/s offered.
+    let mut cfg = config(fake_server(Fake::Slow(Duration::from_millis(1))));
+    cfg.preload = false;
+    cfg.qps = 5000.0;
+    cfg.connections = 16;
+    cfg.depth = 1;
+    cfg.update_ratio = 0.0;
+    cfg.duration = Duration::from_secs(1);
+    cfg.warmup = Duration::from_millis(200);
+    cfg.timeout = Duration::from_millis(500);
+    let started = std::time::Instant::now();
+    let report = memcached::run(&cfg).unwrap();
+    let took = started.elapsed();
+    assert!(
+        report.actual_qps < 1_300.0 && report.actual_qps > 300.0,
+        "actual {:.0} req/s against a server that can do about 1,000: {report:?}",
+        report.actual_qps
+    );
+    assert!(
+        report.unsent > 1_000,
+        "most of the 5,000 intended requests could not be sent: {report:?}"
+    );
+    assert!(
+        took < Duration::from_millis(200 + 1000 + 500 + 1000),
+        "a 1.2 s run took {took:?}"
+    );
 }
 
 #[test]

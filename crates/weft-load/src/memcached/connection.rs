@@ -17,6 +17,7 @@ use rand::{Rng, SeedableRng};
 use weft::net::TcpStream;
 use weft::sync::channel;
 use weft::sync::Semaphore;
+use weft::WaitError;
 
 use super::request::{push_get, push_set};
 use super::response::{self, Reply};
@@ -40,7 +41,10 @@ struct Pending {
     get: bool,
 }
 
-/// Runs the connection's schedule until `plan.end`, then waits for the last replies.
+/// Runs the connection's schedule until `plan.end` by the clock, then waits for the replies to
+/// what it sent (each read bounded by the timeout). Requests intended inside the window that
+/// could not be sent by then are counted as `unsent`: an open-loop sender that kept sending
+/// its backlog after the window would measure its own schedule, not the server.
 pub fn drive(stream: TcpStream, index: usize, plan: Arc<Plan>, recorder: Arc<Recorder>) {
     let stream = Arc::new(stream);
     let permits = Arc::new(Semaphore::new(plan.depth));
@@ -75,8 +79,14 @@ pub fn drive(stream: TcpStream, index: usize, plan: Arc<Plan>, recorder: Arc<Rec
                 if at >= plan.end {
                     break;
                 }
+                let now = Instant::now();
+                if now >= plan.end {
+                    // The window is over and this request was never sent.
+                    count_unsent(&plan, &recorder, at, s, &mut rng);
+                    break;
+                }
                 // Behind schedule (a loaded server or generator): send at once, no timer.
-                if at > Instant::now() && weft::sleep_until(at).is_err() {
+                if at > now && weft::sleep_until(at).is_err() {
                     break;
                 }
                 at
@@ -88,7 +98,18 @@ pub fn drive(stream: TcpStream, index: usize, plan: Arc<Plan>, recorder: Arc<Rec
                 Instant::now()
             }
         };
-        if permits.acquire().is_err() || dead.load(Ordering::Acquire) != ALIVE {
+        // Room to send (at most `depth` outstanding), but not past the end of the window.
+        let room = match plan.end.checked_duration_since(Instant::now()) {
+            Some(left) if !left.is_zero() => permits.acquire_timeout(left),
+            _ => Err(WaitError::TimedOut),
+        };
+        if let Err(WaitError::TimedOut) = room {
+            if let Some(s) = schedule.as_mut() {
+                count_unsent(&plan, &recorder, intended, s, &mut rng);
+            }
+            break;
+        }
+        if room.is_err() || dead.load(Ordering::Acquire) != ALIVE {
             // The requests this connection will never send still count against the server.
             let mut lost = u64::from(plan.counts(intended));
             if let Some(s) = schedule.as_mut() {
@@ -182,6 +203,9 @@ fn receive(
         let now = Instant::now();
         permits.release();
         let counted = plan.counts(pending.intended);
+        if reply.is_ok() && plan.counts(now) {
+            recorder.with(|t| t.in_window += 1);
+        }
         match reply {
             Ok(reply) => {
                 if counted {
@@ -215,6 +239,25 @@ fn receive(
             }
         }
     }
+}
+
+/// Counts `first` and every later arrival of `schedule` inside the window as never sent.
+fn count_unsent(
+    plan: &Plan,
+    recorder: &Recorder,
+    first: Instant,
+    schedule: &mut Poisson,
+    rng: &mut SmallRng,
+) {
+    let mut unsent = u64::from(plan.counts(first));
+    loop {
+        let at = schedule.next(rng);
+        if at >= plan.end {
+            break;
+        }
+        unsent += u64::from(plan.counts(at));
+    }
+    recorder.with(|t| t.unsent += unsent);
 }
 
 #[inline]

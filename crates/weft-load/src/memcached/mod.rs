@@ -149,8 +149,12 @@ pub struct Report {
     pub update_ratio: f64,
     pub target_qps: f64,
     pub actual_qps: f64,
-    /// Requests intended inside the measurement window.
+    /// Requests intended inside the measurement window and sent.
     pub requests: u64,
+    /// Requests intended inside the window that could not be sent before it ended (the
+    /// server, or the depth, held the sender back): what an overloaded server never saw.
+    #[serde(default)]
+    pub unsent: u64,
     pub misses: u64,
     pub errors: u64,
     pub timeouts: u64,
@@ -174,10 +178,11 @@ impl Report {
     /// A short human-readable summary.
     pub fn human(&self) -> String {
         format!(
-            "target {:.0} qps  actual {:.0} qps  requests {}  misses {}  errors {}  timeouts {}\n{}\n{}",
+            "target {:.0} qps  actual {:.0} qps  requests {}  unsent {}  misses {}  errors {}  timeouts {}\n{}\n{}",
             self.target_qps,
             self.actual_qps,
             self.requests,
+            self.unsent,
             self.misses,
             self.errors,
             self.timeouts,
@@ -268,8 +273,11 @@ fn run_on_cluster(config: &Config, addr: SocketAddr) -> anyhow::Result<Report> {
         depth: config.depth,
         update_ratio: config.update_ratio,
         target_qps: config.qps,
-        actual_qps: total.replies as f64 / config.duration.as_secs_f64(),
+        // Replies received inside the window, whatever their intended time: the rate the
+        // server delivered there (mutilate's and wrk2's `actual`).
+        actual_qps: total.in_window as f64 / config.duration.as_secs_f64(),
         requests,
+        unsent: total.unsent,
         misses: total.misses,
         errors: total.errors,
         timeouts: total.timeouts,
