@@ -37,7 +37,8 @@ ulimit -n "$(ulimit -Hn)"
 [ "$(ulimit -n)" -ge 16000 ] || { echo "scale.sh: need ulimit -n >= 16000 (hard limit $(ulimit -Hn))" >&2; exit 2; }
 cc -O2 -o "$work/openloop" benches/openloop/openloop.c -lpthread -lm
 
-# The static file and nginx's configuration (the one template of docs/BENCHMARKS.md).
+# The static file and nginx's configuration: the settings of crates/weft-load/src/nginx.rs, the
+# template every benchmark and experiment uses (keep the two the same).
 mkdir -p "$work/www"
 head -c 4096 /dev/urandom >"$work/www/4k.bin"
 nginx_conf() {
@@ -51,7 +52,7 @@ events { worker_connections 20000; }
 http {
   access_log off;
   sendfile on; tcp_nopush on;
-  open_file_cache max=20000;
+  open_file_cache max=20000 inactive=60s;
   keepalive_requests 1000000; keepalive_timeout 300s;
   server { listen 127.0.0.1:$1 backlog=16384; root $work/www; }
 }

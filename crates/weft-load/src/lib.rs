@@ -20,4 +20,5 @@ pub mod http;
 pub mod latency;
 pub mod limits;
 pub mod memcached;
+pub mod nginx;
 pub mod schedule;

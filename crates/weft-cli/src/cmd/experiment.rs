@@ -25,7 +25,8 @@ enum Which {
 #[derive(Debug, Args)]
 #[command(after_long_help = "\
 Servers: weft's own (`weft memcached`, `weft http`, 1 processor) and, when installed, \
-memcached -t 1 and nginx (1 worker, sendfile on, access_log off), each on a free port on \
+memcached -t 1 and nginx (1 worker, sendfile, tcp_nopush, open_file_cache, access_log off), \
+each on a free port on \
 127.0.0.1. With 2 or more CPUs the server runs on CPU 0 and the load generator on CPU 1. \
 Ctrl-C stops the run, kills every process it started, and still writes what was measured.
 

@@ -1,5 +1,6 @@
 //! `weft bench http`: weft http against nginx, side by side in one run, each server pinned to
-//! CPU 0 (one processor / one worker, nginx with `sendfile on` and `access_log off`) and the
+//! CPU 0 (one processor / one worker, nginx from `weft_load::nginx`'s template: sendfile,
+//! tcp_nopush, open_file_cache, no access log) and the
 //! load on CPU 1:
 //! (a) wrk, keep-alive, one 4 KiB file;
 //! (b) wrk, one request per connection (`Connection: close`), names drawn from the thesis's
@@ -182,7 +183,7 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
     writeln!(
         report,
         "weft bench http: servers pinned to CPU 0 (weft http --processors 1 --io {:?}; nginx 1 \
-         worker, sendfile on, access_log off{}), load on CPU 1, {} s per measurement, median of {}",
+         worker, sendfile, tcp_nopush, open_file_cache, access_log off{}), load on CPU 1, {} s per measurement, median of {}",
         args.io,
         if args.nginx_deferred {
             ", listen deferred"
@@ -606,21 +607,7 @@ fn wait_listening(addr: SocketAddr, what: &str) -> anyhow::Result<()> {
 
 fn start_nginx(cmd: &Command, root: &Path, work: &Path, deferred: bool) -> anyhow::Result<Server> {
     let port = free_port()?;
-    let w = work.display();
-    let conf = format!(
-        "daemon off; master_process off; worker_processes 1; worker_rlimit_nofile 65536;\n\
-         pid {w}/nginx.pid; error_log {w}/error.log;\n\
-         events {{ worker_connections 20000; }}\n\
-         http {{\n\
-           include /etc/nginx/mime.types; default_type application/octet-stream;\n\
-           sendfile on; access_log off; keepalive_requests 1000000;\n\
-           client_body_temp_path {w}/body; proxy_temp_path {w}/proxy;\n\
-           fastcgi_temp_path {w}/fastcgi; uwsgi_temp_path {w}/uwsgi; scgi_temp_path {w}/scgi;\n\
-           server {{ listen 127.0.0.1:{port} backlog=4096{deferred}; root {root}; }}\n\
-         }}\n",
-        root = root.display(),
-        deferred = if deferred { " deferred" } else { "" },
-    );
+    let conf = weft_load::nginx::config(work, port, root, if deferred { " deferred" } else { "" });
     std::fs::write(work.join("nginx.conf"), conf)?;
     let mut c = clone_command(cmd);
     c.arg("-e")

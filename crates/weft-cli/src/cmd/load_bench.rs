@@ -109,18 +109,7 @@ fn http_vs_wrk(
     std::fs::write(&urls, "/f4k.bin\n")?;
     let port = process::free_port()?;
     let conf = work.join("nginx.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "daemon off; master_process off; worker_processes 1; pid {w}/nginx.pid;\n\
-             error_log {w}/nginx-error.log; events {{ worker_connections 4096; }}\n\
-             http {{ access_log off; sendfile on; client_body_temp_path {w}/b; proxy_temp_path {w}/p;\n\
-             fastcgi_temp_path {w}/f; uwsgi_temp_path {w}/u; scgi_temp_path {w}/s;\n\
-             server {{ listen 127.0.0.1:{port}; root {r}; }} }}\n",
-            w = work.display(),
-            r = root.display()
-        ),
-    )?;
+    std::fs::write(&conf, weft_load::nginx::config(work, port, &root, ""))?;
     let (server_cpu, load_cpu) = process::server_and_load_cpus();
     let conf_arg = conf.display().to_string();
     let err_log = work.join("nginx-error.log").display().to_string();

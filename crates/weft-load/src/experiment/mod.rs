@@ -193,7 +193,7 @@ pub fn http_servers(settings: &Settings, notes: &mut Vec<String>) -> Vec<Server>
                         "-e".into(),
                         "{dir}/nginx-error.log".into(),
                     ],
-                    config: Some((conf, NGINX_CONF.to_string())),
+                    config: Some((conf, crate::nginx::TEMPLATE.replace("{listen}", ""))),
                 });
             }
             None => notes.push("skipped nginx: not installed (apt-get install nginx)".to_string()),
@@ -228,17 +228,6 @@ fn weft_variants(settings: &Settings, args: &[String], notes: &mut Vec<String>) 
         .map(|p| server(format!("weft ({p})"), vec!["--scheduler".into(), p.clone()]))
         .collect()
 }
-
-/// nginx as the thesis ran it: one worker, sendfile on, access log off.
-const NGINX_CONF: &str = "daemon off;\nmaster_process off;\nworker_processes 1;\n\
-pid {dir}/nginx.pid;\nerror_log {dir}/nginx-error.log;\nworker_rlimit_nofile 20000;\n\
-events { worker_connections 20000; }\n\
-http {\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  keepalive_timeout 75;\n\
-  types { text/html html; image/jpeg jpg; }\n  default_type application/octet-stream;\n\
-  client_body_temp_path {dir}/nginx-body;\n  proxy_temp_path {dir}/nginx-proxy;\n\
-  fastcgi_temp_path {dir}/nginx-fastcgi;\n  uwsgi_temp_path {dir}/nginx-uwsgi;\n\
-  scgi_temp_path {dir}/nginx-scgi;\n\
-  server {\n    listen 127.0.0.1:{port};\n    root {root};\n  }\n}\n";
 
 /// Whether `exe` has the subcommand `name` (`exe name --help` succeeds).
 fn supports(exe: &Path, name: &str) -> bool {
