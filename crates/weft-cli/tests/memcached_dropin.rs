@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, is_root, start_memcached as start_weft, ChildGuard};
+use common::{free_port, is_root, spawn_with_stderr, start_memcached as start_weft, ChildGuard};
 
 const MEMCACHED: &str = "/usr/bin/memcached";
 
@@ -397,16 +397,7 @@ fn every_flag_of_memcached_help_is_accepted() {
     ];
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
     cmd.arg("memcached").args(flags);
-    if is_root() {
-        cmd.args(["-u", "root"]);
-    }
-    let mut child = ChildGuard(
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut child = spawn_with_stderr(&mut cmd);
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     wait_for("weft listens", Duration::from_secs(10), || {
         TcpStream::connect(addr).is_ok()
@@ -522,16 +513,7 @@ fn runs_with(program: &str, args: &[&str], settle: Duration) -> (bool, String) {
     }
     cmd.args(["-U", "0", "-l", "127.0.0.1", "-p", &port])
         .args(args);
-    if is_root() {
-        cmd.args(["-u", "root"]);
-    }
-    let mut child = ChildGuard(
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut child = spawn_with_stderr(&mut cmd);
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let deadline = Instant::now() + settle;
     loop {

@@ -13,16 +13,7 @@ const MEMORY_MB: u64 = 16;
 const BOUND_RATIO: f64 = 1.3;
 
 mod common;
-use common::start_memcached;
-
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.trim().strip_suffix("kB"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
+use common::{start_memcached, status_kib};
 
 #[test]
 fn rss_stays_near_the_memory_limit_under_random_size_churn() {

@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::start_memcached;
+use common::{start_memcached, status_kib};
 
 const VALUE_BYTES: usize = 4000;
 const KEYS: usize = 1000;
@@ -18,15 +18,6 @@ const NAMED: usize = 400_000;
 /// Resident growth allowed while the huge get runs (the old code grew by over a gigabyte).
 const GROWTH_BOUND_KIB: u64 = 48 * 1024;
 const STALL_MS: u64 = 1500;
-
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.trim().strip_suffix("kB"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
 
 fn connect(addr: SocketAddr) -> (BufReader<TcpStream>, TcpStream) {
     let s = TcpStream::connect(addr).unwrap();

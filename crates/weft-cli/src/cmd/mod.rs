@@ -13,6 +13,7 @@ pub mod http_bench;
 pub mod load;
 pub mod load_bench;
 pub mod memcached;
+mod memcached_options;
 pub mod sendfile;
 pub mod study;
 

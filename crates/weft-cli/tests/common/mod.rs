@@ -1,5 +1,6 @@
 //! What the binary's integration tests share: the `weft` command, a guard that kills a child
-//! by PID, starting `weft memcached` on a free port, waiting for a child to exit.
+//! by PID, starting `weft memcached` on a free port, waiting for a child to exit, reading a
+//! process's memory from `/proc`.
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -48,6 +49,21 @@ pub fn memcached_command(extra: &[&str]) -> Command {
     cmd
 }
 
+/// Spawns a memcached-like `cmd` as an operator would (`-u root` when root), its stderr piped
+/// for the test to read.
+pub fn spawn_with_stderr(cmd: &mut Command) -> ChildGuard {
+    if is_root() {
+        cmd.args(["-u", "root"]);
+    }
+    ChildGuard(
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// Starts `weft memcached -t 2` with `extra` flags on a free localhost port and waits (up to
 /// 10 s) until it accepts connections.
 pub fn start_memcached(extra: &[&str]) -> (ChildGuard, SocketAddr) {
@@ -77,4 +93,14 @@ pub fn wait_exit(child: &mut Child, within: Duration) -> ExitStatus {
         assert!(Instant::now() < deadline, "did not exit within {within:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A `kB` field of `/proc/PID/status` (`VmRSS`, `VmHWM`, ...), in KiB.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
