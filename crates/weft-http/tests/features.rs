@@ -290,10 +290,11 @@ fn paths_cannot_leave_the_root() {
 
 #[test]
 fn permission_denied_is_403() {
-    // Root ignores file permissions; only meaningful for other users.
+    // Root ignores file permissions (CAP_DAC_OVERRIDE), and CI runs as root: there, this
+    // test runs itself again in a child process as `nobody`, which they do apply to.
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
-        eprintln!("SKIP: running as root, permissions do not apply");
+        rerun_as_nobody("permission_denied_is_403");
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -302,6 +303,37 @@ fn permission_denied_is_403() {
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o000)).unwrap();
     let server = TestServer::serve(dir.path());
     assert_eq!(server.get(&get("/a.txt", "")).status, 403);
+}
+
+/// Runs the test `name` of this test binary in a child process with the user and group
+/// `nobody` (65534, no supplementary groups) and fails if it did not run and pass. The
+/// binary is copied to /tmp first, as `nobody` may not be able to reach it where cargo
+/// built it (under /root, say); the child's temporary files go to /tmp too.
+fn rerun_as_nobody(name: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    const NOBODY: u32 = 65534;
+    let bin_dir = tempfile::tempdir_in("/tmp").unwrap();
+    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = bin_dir.path().join("test-bin");
+    std::fs::copy(std::env::current_exe().unwrap(), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // `uid` with no `groups` also clears the supplementary groups (std calls setgroups).
+    let out = std::process::Command::new(&bin)
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .current_dir("/tmp")
+        .env("TMPDIR", "/tmp")
+        .gid(NOBODY)
+        .uid(NOBODY)
+        .output()
+        .expect("run the test binary as nobody");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{name} as nobody: {}\n{stdout}\n{stderr}",
+        out.status
+    );
 }
 
 #[test]
