@@ -8,7 +8,7 @@
 //!   [`JoinHandle`], which returns its value or its panic.
 //! - A **processor** is an OS thread running fibers; a **cluster** ([`Cluster`]) is a set of
 //!   processors with one scheduling policy ([`sched`]). Several clusters may run at once and a
-//!   fiber may [`migrate`] between them; the policies compose that way.
+//!   fiber may [`migrate`] between them (`unsafe`); the policies compose that way.
 //! - Idle processors search briefly, then sleep; waking one costs a fence and two loads when
 //!   none sleeps, and a wake-up is never lost.
 //! - [`sync`] has fiber-aware locks, semaphores, channels, promises and wait groups: they park
@@ -43,9 +43,14 @@
 //! ## The fiber contract
 //!
 //! Stackful fibers that move between OS threads are outside what the Rust compiler reasons
-//! about. Read the contract on [`spawn`]: in short, use [`FiberLocal`] instead of
-//! `thread_local!`, never park while holding an OS lock, and use a one-processor cluster for
-//! code that must not migrate.
+//! about, so by default they do not move: a fiber starts on any processor of its cluster and
+//! then stays on that OS thread for good (idle processors steal only fibers that have not
+//! started; a wake-up goes to the fiber's home processor). `thread_local!`, `!Send` values and
+//! panics are therefore sound on fibers, and safe code cannot cause undefined behaviour through
+//! the runtime. Moving a started fiber is an `unsafe` opt-in ([`spawn_migratable`],
+//! [`Builder::migratable`], [`migrate`]) whose caller promises to hold nothing thread-bound
+//! across blocking calls. Read the contract on [`spawn`]: in short, use [`FiberLocal`] for
+//! per-fiber state, and never park while holding an OS lock.
 //!
 //! ## Cancellation
 //!
@@ -68,8 +73,8 @@ pub mod sync;
 pub use blocking::blocking;
 pub use error::{Cancelled, WaitError};
 pub use fiber::{
-    is_cancelled, migrate, sleep, sleep_until, spawn, yield_now, Builder, FiberLocal, JoinError,
-    JoinHandle,
+    is_cancelled, migrate, sleep, sleep_until, spawn, spawn_migratable, yield_now, Builder,
+    FiberLocal, JoinError, JoinHandle,
 };
 pub use io::IoBackend;
 pub use runtime::sched_stats::{Log2Histogram, SchedStats};

@@ -325,7 +325,12 @@ fn cancelling_a_fiber_blocked_in_read_leaves_its_buffer_alone() {
                     in_read.clone(),
                 );
                 let reader_thread = reader_thread.clone();
-                c.spawn(move || {
+                // Migratable, so the cancel can resume it on the other processor (a started
+                // fiber otherwise stays on its own).
+                // SAFETY: the reader holds nothing thread-bound across its blocking calls (a
+                // `ThreadId` is a plain value; the stream and flags are `Send + Sync`).
+                let builder = unsafe { weft::Builder::new().cluster(&c).migratable() };
+                builder.spawn(move || {
                     let mut buf = [SENTINEL; 64];
                     *reader_thread.lock().unwrap() = Some(std::thread::current().id());
                     in_read.store(true, Ordering::SeqCst);
@@ -342,6 +347,7 @@ fn cancelling_a_fiber_blocked_in_read_leaves_its_buffer_alone() {
                     }
                     (err, buf)
                 })
+                .unwrap()
             };
             while !in_read.load(Ordering::SeqCst) {
                 std::thread::yield_now();

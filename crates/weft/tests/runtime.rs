@@ -81,11 +81,18 @@ fn fibers_migrate_between_clusters() {
     let b2 = b.clone();
     let names = a
         .spawn(move || {
-            let before = Cluster::current().unwrap().name().to_owned();
-            let thread_before = std::thread::current().name().map(str::to_owned);
-            weft::migrate(&b2);
-            let after = Cluster::current().unwrap().name().to_owned();
-            let thread_after = std::thread::current().name().map(str::to_owned);
+            // Thread-local reads in a function of their own: LLVM may keep a thread-local's
+            // address across the switch inside `migrate` in the function that calls it.
+            #[inline(never)]
+            fn whereabouts() -> (String, Option<String>) {
+                let cluster = Cluster::current().unwrap().name().to_owned();
+                (cluster, std::thread::current().name().map(str::to_owned))
+            }
+            let (before, thread_before) = whereabouts();
+            // SAFETY: nothing thread-bound is alive across the move (`whereabouts` reads the
+            // thread afresh on each side).
+            unsafe { weft::migrate(&b2) };
+            let (after, thread_after) = whereabouts();
             (before, after, thread_before, thread_after)
         })
         .join()

@@ -14,7 +14,7 @@
 //! so a fiber can never be resumed on two threads at once.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use corosensei::{Coroutine, Yielder};
@@ -51,6 +51,9 @@ pub(crate) struct Fiber {
     pub(crate) state: AtomicU8,
     /// Set by `JoinHandle::cancel`; sticky.
     pub(crate) cancelled: AtomicBool,
+    /// Which processor the fiber is bound to once it has started (see [`Placement`]): read by
+    /// every wake-up, so next to `state`.
+    pub(crate) placement: Placement,
     /// The fiber's node for `sync` wait lists: a fiber waits in at most one list at a time, so
     /// one node per fiber spares every wait an allocation (see `sync::wait_queue`).
     pub(crate) wait_node: crate::park::WaitNode,
@@ -89,8 +92,9 @@ pub(crate) struct Fiber {
 // SAFETY: the fields that are not thread-safe (`cluster`, `coroutine`, `yielder`, `locals`) are
 // only touched by the one thread that holds the fiber's Task or is running the fiber, as the
 // state machine in the module docs guarantees; the hand-off between threads goes through the
-// queues' and `state`'s release/acquire edges. What runs *inside* the coroutine may be `!Send`
-// and move between threads: that is the fiber contract written on `crate::spawn`.
+// queues' and `state`'s release/acquire edges. What runs *inside* the coroutine may be `!Send`:
+// it never changes OS thread once started, because the runtime only resumes a started fiber on
+// its home processor (`Placement`); the `unsafe` migratable opt-in puts that on the caller.
 unsafe impl Send for Fiber {}
 // SAFETY: as above; shared access from other threads is limited to the atomics and `id`/`name`.
 unsafe impl Sync for Fiber {}
@@ -105,6 +109,76 @@ impl Drop for Fiber {
                 std::mem::forget(co);
             }
         }
+    }
+}
+
+/// Where a fiber may run: the soundness half of the fiber contract (see `crate::spawn`).
+///
+/// A fiber that has not started yet has no home and may go to any processor of its cluster
+/// (stealing spreads new work). When a processor first resumes it, that processor becomes its
+/// **home** and the fiber runs nowhere else: every later wake-up, yield and re-queue goes to the
+/// home processor's own queues, never to a place another processor takes from. So the OS
+/// thread under a started fiber never changes, and `thread_local!`, `!Send` values and std's
+/// per-thread panic count stay sound across blocking calls.
+///
+/// Only a fiber spawned with the `unsafe` migratable opt-in stays homeless after it starts;
+/// even that one gets a home the first time it switches out while its thread is panicking
+/// (unwinding must end on the thread it began on: std counts panics per thread).
+///
+/// `home` is written by the processor that holds the fiber's `Task` (before resuming it, or
+/// after it switched out) and read by whoever holds the `Task` next, after the queue or
+/// `state` hand-off's acquire edge: relaxed accesses are enough.
+pub(crate) struct Placement {
+    /// Home processor index + 1; 0: none (not started yet, or migratable).
+    home: AtomicU32,
+    /// Spawned with the `unsafe` opt-in: stays homeless after it starts.
+    migratable: bool,
+}
+
+impl Placement {
+    pub(crate) const fn new(migratable: bool) -> Placement {
+        Placement {
+            home: AtomicU32::new(0),
+            migratable,
+        }
+    }
+
+    /// The processor the fiber is bound to, if any.
+    #[inline]
+    pub(crate) fn home(&self) -> Option<usize> {
+        match self.home.load(Ordering::Relaxed) {
+            0 => None,
+            h => Some(h as usize - 1),
+        }
+    }
+
+    /// Called by processor `index` right before it resumes the fiber: binds an unbound fiber
+    /// here unless it is migratable.
+    #[inline]
+    pub(crate) fn starting_on(&self, index: usize) {
+        if !self.migratable && self.home.load(Ordering::Relaxed) == 0 {
+            self.bind(index);
+        }
+    }
+
+    /// Called by processor `index` right after the fiber switched out (still on this
+    /// thread): a migratable fiber that switched out while its thread is panicking is bound
+    /// here for good, so its unwinding ends on the thread where it began.
+    #[inline]
+    pub(crate) fn switched_out_on(&self, index: usize) {
+        if self.migratable && self.home.load(Ordering::Relaxed) == 0 && std::thread::panicking() {
+            self.bind(index);
+        }
+    }
+
+    /// Forgets the home: the fiber moves to another cluster (`crate::migrate`, `unsafe`).
+    pub(crate) fn unbind(&self) {
+        self.home.store(0, Ordering::Relaxed);
+    }
+
+    fn bind(&self, index: usize) {
+        let h = u32::try_from(index + 1).expect("fewer than 2^32 processors");
+        self.home.store(h, Ordering::Relaxed);
     }
 }
 

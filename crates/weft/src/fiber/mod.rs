@@ -180,19 +180,49 @@ pub fn name() -> Option<String> {
     with_current(|f| f.and_then(|f| f.name.as_deref().map(str::to_owned)))
 }
 
-/// Moves the calling fiber to `cluster`; it continues there. A no-op when it is already there.
+/// Moves the calling fiber to `cluster`; it continues there, on whichever of its processors
+/// first takes it, and stays on that one. A no-op when it is already there.
+///
+/// # Safety
+///
+/// The fiber continues on another OS thread: nothing that depends on the OS thread may be alive
+/// in the calling fiber across this call (see [`Builder::migratable`] for what that covers).
+/// It must not be called while the thread is panicking (from a destructor during unwinding):
+/// std counts panics per thread.
 ///
 /// # Panics
-/// When called outside a fiber.
-pub fn migrate(cluster: &Cluster) {
+/// When called outside a fiber, or while panicking.
+pub unsafe fn migrate(cluster: &Cluster) {
     let here = runtime::current_cluster();
     let me = current_fiber_ptr();
     assert!(!me.is_null(), "weft::migrate called outside a fiber");
     if here.is_some_and(|h| std::sync::Arc::ptr_eq(&h, &cluster.shared)) {
         return;
     }
+    assert!(
+        !std::thread::panicking(),
+        "weft::migrate called while panicking: unwinding must end on the thread it began on"
+    );
     // SAFETY: `me` is the running fiber and we are on its stack.
     unsafe { suspend(me, Suspend::Migrate(cluster.shared.clone())) };
+}
+
+/// Spawns a fiber that may be resumed on any processor of its cluster after it started
+/// (see [`Builder::migratable`]). Panics where [`spawn`] does.
+///
+/// # Safety
+///
+/// As for [`Builder::migratable`]: nothing thread-bound alive across the fiber's blocking
+/// calls.
+pub unsafe fn spawn_migratable<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    // SAFETY: forwarded from the caller.
+    unsafe { Builder::new().migratable() }
+        .spawn(f)
+        .unwrap_or_else(|e| panic!("weft: cannot spawn a fiber: {e}"))
 }
 
 /// The current fiber's locals, or the thread's outside fibers.

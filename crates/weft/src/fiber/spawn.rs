@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use corosensei::Coroutine;
 
-use super::core::{Fiber, FiberRef, FiberYielder, Task, EMPTY};
+use super::core::{Fiber, FiberRef, FiberYielder, Placement, Task, EMPTY};
 use super::local::LocalMap;
 use crate::park::{park, Parked, Unparker};
 use crate::runtime::{self, Cluster};
@@ -24,26 +24,32 @@ static NEXT_FIBER_ID: AtomicU64 = AtomicU64::new(1);
 ///
 /// # The fiber contract
 ///
-/// A fiber is a user-level thread with its own stack that may move between the OS threads of its
-/// cluster every time it blocks. Rust's compiler does not know that: it assumes a function stays
-/// on one OS thread from entry to exit. Code running on a fiber therefore keeps these rules (the
-/// same ones Go's goroutines and Java's virtual threads come with):
+/// A fiber is a user-level thread with its own stack. It starts on any processor of its cluster
+/// (idle processors steal fibers that have not run yet) and from then on **stays on the OS
+/// thread it first ran on**: wake-ups, yields and timers bring it back to that processor, which
+/// is the only one that resumes it. That is what makes safe code sound on fibers: Rust assumes
+/// a function stays on one OS thread from entry to exit, and `thread_local!` (`rand::thread_rng`,
+/// `std::io::stdout().lock()`'s owner check, std's per-thread panic count) and `!Send` values
+/// held across a blocking call rely on it. (Go and Java virtual threads move their threads
+/// freely; they have no `Send`.) The price is that load is balanced only when fibers start:
+/// a processor cannot take over another's started fibers. `docs` and ARCHITECTURE.md give the
+/// measured cost.
 ///
-/// - **`thread_local!` is per OS thread, not per fiber.** After any blocking call the fiber may be
-///   on another thread, with another copy of the thread-local. Use [`crate::FiberLocal`] for
-///   per-fiber state. (weft's own thread-local reads go through non-inlined accessors for the
-///   same reason: LLVM may otherwise cache a thread-local's address across a switch.)
-/// - **`!Send` values held across a blocking call move threads with the fiber.** `Rc`, `RefCell`
-///   and friends are fine as long as they are only used by this fiber; values whose
-///   correctness depends on the OS thread (a `MutexGuard` of `std::sync::Mutex`, thread-bound
-///   handles) are not.
+/// Code running on a fiber keeps these rules:
+///
+/// - **`thread_local!` is per OS thread, not per fiber.** It is sound to use, but every fiber
+///   of the processor shares the value. Use [`crate::FiberLocal`] for per-fiber state.
 /// - **Never block a fiber while holding an OS lock.** A fiber that parks holding a
 ///   `std::sync::Mutex` lets another fiber on the same processor block the whole OS thread on it:
 ///   a deadlock. Use [`crate::sync::Mutex`], which parks the fiber instead.
 /// - **Blocking system calls block the processor.** Use weft's I/O, or run the call through
 ///   [`crate::blocking`].
-/// - **Code that must not migrate** runs on a cluster with one processor (a pinned cluster):
-///   `Cluster::builder().processors(1)`; move there with [`crate::migrate`].
+/// - **Migration is `unsafe`.** A fiber spawned with [`Builder::migratable`] may be resumed on
+///   any processor of its cluster after any blocking call, and [`crate::migrate`] moves a
+///   fiber to another cluster: the caller then promises that the fiber's code holds nothing
+///   thread-bound across a blocking call (corosensei and `may` put the same condition on
+///   moving a coroutine). A migratable fiber that blocks while panicking is still kept on its
+///   thread until the unwinding ends.
 ///
 /// A panic ends only its own fiber: [`JoinHandle::join`] returns it as [`JoinError::Panicked`].
 ///
@@ -67,6 +73,7 @@ pub struct Builder {
     name: Option<String>,
     stack_size: Option<usize>,
     cluster: Option<Cluster>,
+    migratable: bool,
 }
 
 impl Builder {
@@ -89,6 +96,23 @@ impl Builder {
     /// Runs the fiber on `cluster` instead of the current or default one.
     pub fn cluster(mut self, cluster: &Cluster) -> Builder {
         self.cluster = Some(cluster.clone());
+        self
+    }
+
+    /// Lets the fiber be resumed on any processor of its cluster after it started (stolen by an
+    /// idle processor, woken onto the waker's processor), instead of only on the one it first
+    /// ran on: better load balance for fibers that hold nothing thread-bound.
+    ///
+    /// # Safety
+    ///
+    /// Nothing that depends on the OS thread may be alive across a blocking call (park, yield,
+    /// I/O, sleep, a `sync` wait) of the fiber: no `thread_local!` reference or value derived
+    /// from one (`rand::thread_rng()`), no `!Send` value whose correctness depends on its thread
+    /// (`std::io::StdoutLock`, a `std::sync::MutexGuard`, `std::thread::current()` compared
+    /// later), including in code the fiber calls. A panic's unwinding is the runtime's concern:
+    /// a fiber that blocks while panicking is kept on its thread.
+    pub unsafe fn migratable(mut self) -> Builder {
+        self.migratable = true;
         self
     }
 
@@ -144,6 +168,7 @@ impl Builder {
             name: self.name.map(Arc::from),
             state: AtomicU8::new(EMPTY),
             cancelled: AtomicBool::new(false),
+            placement: Placement::new(self.migratable),
             timer_gen: AtomicU64::new(0),
             cluster: UnsafeCell::new(cluster),
             coroutine: UnsafeCell::new(Some(coroutine)),

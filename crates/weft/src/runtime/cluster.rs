@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
+use super::home::HomeInbox;
 use super::idle::Idle;
 use super::processor::{self, Processor, Started};
 use super::sched_stats::{self, ProcessorStats, SchedStats};
@@ -34,6 +35,8 @@ pub(crate) struct ClusterShared {
     /// `yield_queue`).
     pub(crate) yielded: YieldShared,
     pub(crate) idle: Idle,
+    /// One per processor: wake-ups of its started fibers made on other threads (see `home`).
+    pub(crate) inboxes: Box<[HomeInbox]>,
     /// One per processor, for waking it from its driver's sleep; made before any processor
     /// runs.
     pub(crate) wakers: Vec<Arc<Waker>>,
@@ -66,6 +69,20 @@ impl ClusterShared {
         }
         self.policy.push_remote(task);
         self.idle.notify_work(&self.wakers);
+    }
+
+    /// Queues a started fiber bound to processor `home` from any thread but that processor's,
+    /// and wakes it if it sleeps.
+    pub(crate) fn push_home(&self, home: usize, task: Task) {
+        if self.stats.is_some() {
+            // Counted from the ns clock only: rounds are of the processor that queued it.
+            task.0.queued_round.store(0, Ordering::Relaxed);
+            task.0
+                .queued_ns
+                .store(sched_stats::now_ns(), Ordering::Relaxed);
+        }
+        self.inboxes[home].push(task);
+        self.idle.notify_home(home, &self.wakers);
     }
 
     pub(crate) fn notify_work(&self) {
@@ -318,6 +335,7 @@ impl ClusterBuilder {
             policy: policy.clone(),
             yielded,
             idle: Idle::new(processors),
+            inboxes: (0..processors).map(|_| HomeInbox::default()).collect(),
             wakers,
             io,
             stack_size,

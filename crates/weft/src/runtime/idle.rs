@@ -17,7 +17,7 @@
 //! wake-up written after the sleeper registered but before it blocked makes the block return at
 //! once. The Dekker argument above is therefore unchanged by sleeping in the kernel's I/O wait.
 
-use std::sync::atomic::{fence, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
 
@@ -31,6 +31,9 @@ pub(crate) struct Idle {
     sleeping: AtomicUsize,
     /// Indices of the sleepers, most recent last.
     sleepers: Mutex<Vec<usize>>,
+    /// Per processor: registered as asleep (set before the re-check, cleared after waking), for
+    /// wake-ups only that processor can take (its home inbox).
+    asleep: Box<[AtomicBool]>,
 }
 
 impl Idle {
@@ -40,6 +43,7 @@ impl Idle {
             searching: AtomicUsize::new(0),
             sleeping: AtomicUsize::new(0),
             sleepers: Mutex::new(Vec::with_capacity(processors)),
+            asleep: (0..processors).map(|_| AtomicBool::new(false)).collect(),
         }
     }
 
@@ -79,11 +83,13 @@ impl Idle {
         list.push(index);
         self.sleeping.fetch_add(1, Ordering::SeqCst);
         drop(list);
+        self.asleep[index].store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
     }
 
     /// Removes processor `index` from the sleepers if a waker has not already done so.
     pub(crate) fn unregister_sleep(&self, index: usize) {
+        self.asleep[index].store(false, Ordering::Relaxed);
         let mut list = self.sleepers.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(pos) = list.iter().position(|&i| i == index) {
             list.swap_remove(pos);
@@ -114,6 +120,19 @@ impl Idle {
             && visible()
         {
             self.wake_one(wakers);
+        }
+    }
+
+    /// Called after work only processor `index` may take was made visible (its home inbox):
+    /// wakes it if it is registered asleep. The same Dekker pair as above, on `asleep[index]`:
+    /// either its re-check sees the work, or this load sees it registered.
+    #[inline]
+    pub(crate) fn notify_home(&self, index: usize, wakers: &[Arc<Waker>]) {
+        fence(Ordering::SeqCst);
+        if self.asleep[index].load(Ordering::Relaxed) {
+            // It may also still be on `sleepers`: a later `wake_one` may pick it again, an
+            // extra eventfd write, and it removes itself when it wakes.
+            wakers[index].wake();
         }
     }
 

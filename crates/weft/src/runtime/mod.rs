@@ -1,6 +1,7 @@
 //! The machinery under fibers: processors, clusters, idle sleep and timers.
 
 pub(crate) mod cluster;
+pub(crate) mod home;
 pub(crate) mod idle;
 pub(crate) mod processor;
 pub mod sched_stats;
@@ -17,12 +18,26 @@ pub use cluster::{default_cluster, Cluster, ClusterBuilder};
 use crate::fiber::{stack, FiberRef, FiberStack, Task};
 use crate::sched::Origin;
 
-/// Makes `task` runnable: on the current processor when it belongs to the task's cluster
-/// (locality), else through the cluster's remote queue.
+/// Makes `task` runnable. A started fiber goes to its home processor (its own queue when that
+/// is the current one, else its inbox: `home`); one that may move goes to the current
+/// processor when it belongs to the task's cluster (locality), else to the cluster's remote
+/// queue.
 pub(crate) fn schedule(task: Task, origin: Origin) {
     let p = processor::current();
     // SAFETY: the caller holds `task`, so its cluster field is stable (fiber::core docs).
     let cluster = unsafe { &*task.0.cluster.get() };
+    if let Some(home) = task.0.placement.home() {
+        if !p.is_null() {
+            // SAFETY: a non-null `current` is this thread's live processor.
+            let p = unsafe { &*p };
+            if p.index == home && Arc::ptr_eq(cluster, &p.cluster) {
+                p.push_home(task);
+                return;
+            }
+        }
+        cluster.push_home(home, task);
+        return;
+    }
     if !p.is_null() {
         // SAFETY: a non-null `current` is this thread's live processor.
         let p = unsafe { &*p };

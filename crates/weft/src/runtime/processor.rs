@@ -29,6 +29,7 @@ use std::time::Instant;
 use corosensei::CoroutineResult;
 
 use super::cluster::ClusterShared;
+use super::home::HomeQueue;
 use super::sched_stats::{self, ProcessorStats};
 use super::timer::TimerHeap;
 use super::yield_queue::YieldLane;
@@ -53,6 +54,8 @@ pub(crate) struct Processor {
     pub(crate) index: usize,
     pub(crate) cluster: Arc<ClusterShared>,
     local: RefCell<Box<dyn LocalQueue>>,
+    /// This processor's started fibers (see `home`): never in `local`, never stolen.
+    home: RefCell<HomeQueue>,
     /// This processor's lane of the cluster's yield queue.
     yield_lane: RefCell<YieldLane>,
     timers: RefCell<TimerHeap>,
@@ -146,6 +149,7 @@ impl Processor {
             index,
             cluster,
             local: RefCell::new(local),
+            home: RefCell::new(HomeQueue::default()),
             yield_lane: RefCell::new(yield_lane),
             timers: RefCell::new(TimerHeap::default()),
             stacks: RefCell::new(Vec::new()),
@@ -199,7 +203,10 @@ impl Processor {
                 self.run_task(task);
                 continue;
             }
-            if self.cluster.is_stopping() && !self.cluster.has_work() {
+            if self.cluster.is_stopping()
+                && !self.cluster.has_work()
+                && self.cluster.inboxes[self.index].is_empty()
+            {
                 return;
             }
             self.sleep();
@@ -207,19 +214,26 @@ impl Processor {
     }
 
     fn next_task(&self, tick: u64) -> Option<Task> {
+        let mut home = self.home.borrow_mut();
+        home.take_inbox(&self.cluster.inboxes[self.index]);
         if tick % YIELD_CHECK_INTERVAL == 0 {
-            if let Some(task) = self.pop_yielded() {
+            if let Some(task) = self.pop_yielded(&mut home) {
                 return Some(task);
             }
         }
-        // Every few rounds the oldest task goes first, whatever the policy's order: the
-        // bounded-unfairness invariant (`sched::wait_rounds_bound`).
+        let mut local = self.local.borrow_mut();
+        // Every few rounds the policy's oldest task goes first, whatever its order; otherwise
+        // the home queue and the policy take turns while both have work: the bounded-unfairness
+        // invariant (`sched::wait_rounds_bound`, `home` module docs).
         let task = if tick % OLDEST_CHECK_INTERVAL == 0 {
-            self.local.borrow_mut().pop_oldest(tick)
+            local.pop_oldest(tick).or_else(|| home.pop_oldest())
+        } else if home.has_runnable() && home.take_turn() {
+            home.pop().or_else(|| local.pop(tick))
         } else {
-            self.local.borrow_mut().pop(tick)
+            local.pop(tick).or_else(|| home.pop())
         };
-        task.or_else(|| self.pop_yielded())
+        drop(local);
+        task.or_else(|| self.pop_yielded(&mut home))
     }
 
     /// Steals for a while; returns a task, or `None` when it is time to sleep.
@@ -237,7 +251,7 @@ impl Processor {
         for round in 0..SEARCH_ROUNDS {
             let stolen = self.local.borrow_mut().steal();
             let stolen = stolen
-                .or_else(|| self.pop_yielded())
+                .or_else(|| self.pop_yielded(&mut self.home.borrow_mut()))
                 .or_else(|| self.yield_lane.borrow_mut().steal(&self.cluster.yielded));
             if let Some(task) = stolen {
                 found = Some(task);
@@ -246,7 +260,7 @@ impl Processor {
             if round % 8 == 7 {
                 self.fire_timers();
                 self.driver.poll(self.tick.get(), PollMode::Busy);
-                let task = self.local.borrow_mut().pop(self.tick.get());
+                let task = self.next_task(self.tick.get());
                 if task.is_some() {
                     found = task;
                     break;
@@ -267,6 +281,8 @@ impl Processor {
         let deadline = self.timers.borrow().next_deadline();
         let work = self.cluster.has_work()
             || !self.local.borrow().is_empty()
+            || !self.home.borrow().is_empty()
+            || !self.cluster.inboxes[self.index].is_empty()
             || self.cluster.is_stopping()
             || matches!(deadline, Some(d) if d <= Instant::now());
         if work {
@@ -285,8 +301,11 @@ impl Processor {
         idle.unregister_sleep(self.index);
     }
 
-    fn pop_yielded(&self) -> Option<Task> {
-        self.yield_lane.borrow_mut().pop(&self.cluster.yielded)
+    /// The oldest yielded fiber: this processor's own started ones first, then its lane of
+    /// the cluster's yield queue (fibers that may move).
+    fn pop_yielded(&self, home: &mut HomeQueue) -> Option<Task> {
+        home.pop_yielded()
+            .or_else(|| self.yield_lane.borrow_mut().pop(&self.cluster.yielded))
     }
 
     fn fire_timers(&self) {
@@ -341,6 +360,7 @@ impl Processor {
             stats.record_wait(rounds, now.saturating_sub(queued));
             now
         });
+        fiber.placement.starting_on(self.index);
         RUNNING.with(|r| r.set(Arc::as_ptr(&task.0)));
         OP_BUDGET.with(|b| b.set(OP_BUDGET_PER_RUN));
         // SAFETY: this processor holds the fiber's only Task, so nobody else touches the
@@ -357,23 +377,37 @@ impl Processor {
                     .map_or_else(|| format!("id {}", fiber.id), str::to_owned)
             });
         }
+        if matches!(result, CoroutineResult::Yield(_)) {
+            fiber.placement.switched_out_on(self.index);
+        }
         match result {
             CoroutineResult::Yield(Suspend::Yield) => {
                 self.stamp(&task);
-                self.yield_lane
-                    .borrow_mut()
-                    .push(&self.cluster.yielded, task);
+                if fiber.placement.home().is_some() {
+                    self.home.borrow_mut().push_yielded(task);
+                } else {
+                    self.yield_lane
+                        .borrow_mut()
+                        .push(&self.cluster.yielded, task);
+                }
             }
             CoroutineResult::Yield(Suspend::Park) => {
+                let homed = fiber.placement.home().is_some();
                 if let Some(task) = fiber::finish_park(task) {
                     self.stamp(&task);
-                    self.local.borrow_mut().push(task, Origin::Wake);
+                    if homed {
+                        self.home.borrow_mut().push(task);
+                    } else {
+                        self.local.borrow_mut().push(task, Origin::Wake);
+                    }
                 }
             }
             CoroutineResult::Yield(Suspend::Migrate(to)) => {
                 // SAFETY: we hold the fiber's Task and it is switched out: nobody else reads
                 // or writes its cluster now.
                 unsafe { *fiber.cluster.get() = to.clone() };
+                // `migrate` is `unsafe`: the fiber gets a new home where it next runs.
+                fiber.placement.unbind();
                 to.push_remote(task);
             }
             CoroutineResult::Return(()) => {
@@ -389,6 +423,13 @@ impl Processor {
                 }
             }
         }
+    }
+
+    /// Queues a started fiber bound to this processor, made runnable here. Nobody else could
+    /// take it, so nobody is woken.
+    pub(crate) fn push_home(&self, task: Task) {
+        self.stamp(&task);
+        self.home.borrow_mut().push(task);
     }
 
     /// Queues a task made runnable on this processor.
