@@ -84,6 +84,10 @@ pub struct Recorder {
 
 static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
 
+// Read on fibers, from an inlined function called between blocking calls: sound because a
+// started weft fiber never changes OS thread (the fiber contract on `weft::spawn`; issue 23),
+// so the thread-local's address cannot go stale across a park. A fiber spawned with the
+// `unsafe` migratable opt-in must not call `Recorder::with`.
 thread_local! {
     static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
 }
