@@ -39,9 +39,6 @@ pub struct Settings {
     pub write_stall_timeout_ms: u64,
     /// How often the sweeper reclaims expired items.
     pub sweep_interval_ms: u64,
-    /// Hold `-m` against the allocator's heap too (see `store::heap`). It samples the whole
-    /// process, so turn it off when several servers share one process (tests).
-    pub watch_heap: bool,
     /// `-b`: the listen backlog.
     pub backlog: u32,
     /// `-A`: the `shutdown` command stops the server (else memcached's refusal).
@@ -98,7 +95,6 @@ impl Default for Settings {
             io: None,
             write_stall_timeout_ms: 30_000,
             sweep_interval_ms: 1000,
-            watch_heap: true,
             backlog: 1024,
             shutdown_command: false,
             flush_enabled: true,

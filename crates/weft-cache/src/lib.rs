@@ -7,6 +7,14 @@
 //! - [`exec`]: runs a parsed command against the store and writes the reply.
 //! - [`session`]: one connection (read, run every complete request, one write).
 //! - [`server`]: listeners, the connection limit, the sweeper, graceful shutdown.
+//! - [`fatal`]: invariant violations stop the server.
+//!
+//! **A poisoned lock is fatal.** A panic while a store shard (or any other lock of this
+//! crate) is held may leave it half-updated, so the next thread to take that lock writes one
+//! line to stderr and aborts the process instead of serving from it ([`fatal`]). This is
+//! done in the library rather than with `panic = "abort"` so it holds in every binary that
+//! embeds the server, while the runtime keeps delivering other fibers' panics to their join
+//! handles.
 //!
 //! ```no_run
 //! let mut settings = weft_cache::Settings::default();
@@ -20,6 +28,7 @@
 
 pub mod config;
 pub mod exec;
+pub mod fatal;
 pub mod output;
 pub mod protocol;
 pub mod server;

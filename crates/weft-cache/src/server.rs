@@ -1,8 +1,7 @@
 //! Listeners, the connection limit, the sweeper, and shutdown.
 //!
 //! One accept fiber per listener; one fiber per connection ([`crate::session::serve`]); one
-//! sweeper fiber that reclaims expired items; one heap-watch fiber that keeps the allocator's
-//! heap within `-m` ([`crate::store::heap`]; off when `Settings::watch_heap` is false). Over `-c` connections a new client gets
+//! sweeper fiber that reclaims expired items. Over `-c` connections a new client gets
 //! memcached's `ERROR Too many open connections` and is closed. [`Server::shutdown`] stops
 //! accepting, shuts the read side of every connection (each finishes the requests it has and
 //! writes their replies), waits up to a grace period, and stops the cluster.
@@ -25,7 +24,6 @@ use crate::config::Settings;
 use crate::exec::{ConnInfo, Context};
 use crate::session;
 use crate::stats::bump;
-use crate::store::heap;
 
 /// The reply to a client over the connection limit (memcached's words).
 const TOO_MANY_CONNECTIONS: &[u8] = b"ERROR Too many open connections\r\n";
@@ -69,10 +67,6 @@ impl Server {
     /// and starts accepting.
     pub fn start(settings: Settings) -> io::Result<Server> {
         raise_nofile_limit();
-        if settings.watch_heap {
-            // Before the cluster's threads exist: they must not get arenas of their own.
-            heap::use_one_arena();
-        }
         let mut builder = Cluster::builder()
             .name("memcached")
             .processors(settings.processors)
@@ -140,10 +134,6 @@ impl Server {
             let c = ctx.clone();
             fibers.push(spawn_on(&cluster, "sweeper", move || sweeper(c))?);
         }
-        if ctx.settings.watch_heap {
-            let c = ctx.clone();
-            fibers.push(spawn_on(&cluster, "heap-watch", move || heap_watch(c))?);
-        }
         Ok(Server {
             ctx,
             cluster,
@@ -174,7 +164,7 @@ impl Server {
             f.cancel();
         }
         {
-            let conns = self.ctx.conns.lock().unwrap_or_else(|p| p.into_inner());
+            let conns = crate::fatal::lock(&self.ctx.conns, "connection registry");
             for (fd, info) in conns.iter() {
                 if !info.listen_addr.is_empty() {
                     // SAFETY: the descriptor is open while it is in the registry (connections
@@ -207,7 +197,7 @@ where
 }
 
 fn register(ctx: &Context, fd: i32, addr: String, listen_addr: &str) {
-    ctx.conns.lock().unwrap_or_else(|p| p.into_inner()).insert(
+    crate::fatal::lock(&ctx.conns, "connection registry").insert(
         fd,
         ConnInfo {
             addr,
@@ -217,10 +207,7 @@ fn register(ctx: &Context, fd: i32, addr: String, listen_addr: &str) {
 }
 
 fn unregister(ctx: &Context, fd: i32) {
-    ctx.conns
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(&fd);
+    crate::fatal::lock(&ctx.conns, "connection registry").remove(&fd);
 }
 
 /// Admits a connection or refuses it over the limit. Returns false when refused.
@@ -344,15 +331,5 @@ fn sweeper(ctx: Arc<Context>) {
             n => n,
         };
         ctx.store.sweep(budget, now);
-    }
-}
-
-fn heap_watch(ctx: Arc<Context>) {
-    let interval = Duration::from_millis(heap::WATCH_INTERVAL_MS);
-    while weft::sleep(interval).is_ok() {
-        match heap::sample() {
-            Some(sample) => ctx.store.watch_heap(sample),
-            None => return,
-        }
     }
 }

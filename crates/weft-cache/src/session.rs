@@ -250,7 +250,7 @@ fn resize_input(buf: &mut Vec<u8>, len: usize, last_read_filled: bool) {
     // READ_BUFFER_MAX_BYTES ahead of the bytes that came: a header alone cannot make the
     // server allocate a megabyte. Rounded to a power of two like the other sizes: buffers of
     // every size in between, grown and shrunk around each value, fragment the heap the items
-    // share (the heap watch then holds 30 % fewer items under -m; docs/BENCHMARKS.md, "Memory").
+    // share (the free holes then push RSS further past -m; docs/BENCHMARKS.md, "Memory").
     let pending_request = incomplete_request_bytes(&buf[..len])
         .unwrap_or(0)
         .min(len + READ_BUFFER_MAX_BYTES);

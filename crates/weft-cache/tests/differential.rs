@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 
 use common::{session, show, start_memcached, test_settings, WeftServer};
 use proptest::prelude::*;
+use weft_cache::Settings;
 
 /// Hand-written cases, run in order on one server pair (state carries over, identically).
 const CASES: &[&str] = &[
@@ -308,6 +309,41 @@ fn stats_have_memcached_keys_in_memcached_order() {
             got, want,
             "{sub}: weft's keys (left) differ from memcached's"
         );
+    }
+}
+
+/// `stats` `bytes` and `limit_maxbytes` mean what memcached means: the items' own sizes
+/// (memcached's `ITEM_ntotal`, not what weft charges them against `-m`) and `-m` in bytes.
+#[test]
+fn stats_bytes_and_limit_maxbytes_are_memcacheds() {
+    let Some((_mc, mc_addr)) = start_memcached(&["-t", "1", "-m", "7"]) else {
+        return;
+    };
+    let weft = WeftServer::start(Settings {
+        memory_limit_mb: 7,
+        ..test_settings()
+    });
+    let mut load = Vec::new();
+    for (i, len) in [0usize, 1, 100, 2000, 30_000, 200_000]
+        .into_iter()
+        .enumerate()
+    {
+        load.extend_from_slice(format!("set key{i} {i} 0 {len}\r\n").as_bytes());
+        load.resize(load.len() + len, b'v');
+        load.extend_from_slice(b"\r\n");
+    }
+    load.extend_from_slice(b"delete key1\r\n");
+    session(mc_addr, &load);
+    session(weft.addr, &load);
+    let stat = |addr, name: &str| -> String {
+        let reply = String::from_utf8(session(addr, b"stats\r\n")).unwrap();
+        reply
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("STAT {name} ")).map(str::to_owned))
+            .unwrap_or_else(|| panic!("no {name} in {reply}"))
+    };
+    for name in ["bytes", "curr_items", "limit_maxbytes"] {
+        assert_eq!(stat(weft.addr, name), stat(mc_addr, name), "stats {name}");
     }
 }
 

@@ -228,3 +228,64 @@ fn without_evictions_expired_items_are_reclaimed_before_refusing() {
     assert_eq!(second, first, "stored {first} with a TTL, then {second}");
     assert_eq!(c.stat("evictions"), 0);
 }
+
+/// What the store charges an item with a `key_len`-byte key and `VALUE_BYTES` of data: its
+/// footprint rounded up to memcached's size class.
+fn charge(key_len: usize) -> u64 {
+    let footprint = weft_cache::store::entry::footprint_bytes(key_len, VALUE_BYTES + 2);
+    weft_cache::store::classes::SizeClasses::default().rounded_bytes(footprint) as u64
+}
+
+/// `stats slabs` `total_malloced`: what the items are charged against `-m`.
+fn charged(c: &mut Client) -> u64 {
+    c.writer.write_all(b"stats slabs\r\n").unwrap();
+    let mut found = None;
+    loop {
+        let l = c.line();
+        if l == "END" {
+            break;
+        }
+        if let Some(v) = l.strip_prefix("STAT total_malloced ") {
+            found = Some(v.parse().unwrap());
+        }
+    }
+    found.expect("no total_malloced")
+}
+
+#[test]
+fn without_evictions_the_limit_holds_exactly_what_the_charges_allow() {
+    let server = small_server(false);
+    let mut c = Client::connect(server.addr);
+    // Keys "k0".."k9" and "k10".. differ in length by one byte: not enough to change a class.
+    let stored = fill_until_refused(&mut c, "k") as u64;
+    let limit = 2 * 1024 * 1024;
+    assert_eq!(
+        stored,
+        limit / charge(3),
+        "-m 2 holds as many {VALUE_BYTES}-byte items as their charge allows"
+    );
+    assert_eq!(
+        charged(&mut c),
+        (0..stored)
+            .map(|i| charge(format!("k{i}").len()))
+            .sum::<u64>()
+    );
+    assert_eq!(c.stat("limit_maxbytes"), limit);
+}
+
+#[test]
+fn with_evictions_the_charged_bytes_match_the_items_and_stay_under_the_limit() {
+    let server = small_server(true);
+    let mut c = Client::connect(server.addr);
+    for i in 0..300u32 {
+        assert_eq!(c.set(&format!("e{i:03}"), b'e'), "STORED");
+        let total = charged(&mut c);
+        assert!(total <= 2 * 1024 * 1024, "charged {total} after {i}");
+        assert_eq!(total, c.stat("curr_items") * charge(4), "after e{i:03}");
+    }
+    assert!(c.stat("evictions") > 200);
+    // memcached's `bytes`: the items' own sizes, below their charges.
+    let items = c.stat("curr_items");
+    let ntotal = 48 + 4 + 1 + (VALUE_BYTES as u64 + 2) + 8;
+    assert_eq!(c.stat("bytes"), items * ntotal);
+}

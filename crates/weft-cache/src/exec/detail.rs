@@ -67,7 +67,7 @@ impl Detail {
             return;
         };
         let prefix = &key[..end];
-        let mut map = self.prefixes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = crate::fatal::lock(&self.prefixes, "stats detail");
         if !map.contains_key(prefix) {
             if map.len() >= MAX_PREFIXES {
                 return;
@@ -89,7 +89,7 @@ impl Detail {
 
     /// `stats detail dump`: one `PREFIX` line per prefix, then `END`.
     pub fn dump(&self, out: &mut Output) {
-        let map = self.prefixes.lock().unwrap_or_else(|p| p.into_inner());
+        let map = crate::fatal::lock(&self.prefixes, "stats detail");
         for (prefix, c) in map.iter() {
             out.push(b"PREFIX ");
             out.push(prefix);

@@ -90,7 +90,7 @@ fn general(ctx: &Context, out: &mut Output, now: u32) {
     };
     let curr = ctx.curr_connections.load(Ordering::Relaxed);
     let listeners = {
-        let conns = ctx.conns.lock().unwrap_or_else(|p| p.into_inner());
+        let conns = crate::fatal::lock(&ctx.conns, "connection registry");
         conns.values().filter(|c| c.listen_addr.is_empty()).count() as u64
     };
     let (table_slots, table_bytes) = store.table_size();
@@ -190,7 +190,8 @@ fn general(ctx: &Context, out: &mut Output, now: u32) {
     ] {
         stat(out, name, 0);
     }
-    stat(out, "bytes", store.used_bytes());
+    // memcached's meaning: the items' own sizes (ITEM_ntotal), not what they are charged.
+    stat(out, "bytes", store.item_bytes());
     stat(out, "curr_items", store.item_count());
     stat(out, "total_items", get("total_items"));
     stat(out, "slab_global_page_pool", 0);
@@ -385,7 +386,7 @@ fn cachedump(ctx: &Context, out: &mut Output, t: &Tokens<'_>) {
 }
 
 fn conns(ctx: &Context, out: &mut Output) {
-    let conns = ctx.conns.lock().unwrap_or_else(|p| p.into_inner());
+    let conns = crate::fatal::lock(&ctx.conns, "connection registry");
     for (fd, info) in conns.iter() {
         stat(out, &format!("{fd}:addr"), &info.addr);
         if info.listen_addr.is_empty() {
@@ -438,13 +439,14 @@ fn items(ctx: &Context, out: &mut Output, now: u32) {
 
 /// `stats slabs`: memcached's 15 keys per class that holds items, then `active_slabs` and
 /// `total_malloced`. The pages are what memcached's slabs would need for these items
-/// (1 MiB pages of the class's chunk size); weft's real footprint is `bytes` in `stats`. The
-/// per-class command counters are not kept (0); `stats` has the server-wide ones.
+/// (1 MiB pages of the class's chunk size); `total_malloced` is what memcached means by it,
+/// the memory counted against `-m`: in weft the items' charges ([`crate::store`]), so it
+/// never exceeds `limit_maxbytes`. The per-class command counters are not kept (0);
+/// `stats` has the server-wide ones.
 fn slabs(ctx: &Context, out: &mut Output) {
     let (classes, _) = ctx.store.class_counts(ctx.store.clock.now());
     let sizes = &ctx.store.config().classes;
     let mut active = 0;
-    let mut malloced = 0u64;
     for (id, c) in classes.iter().enumerate().filter(|(_, c)| c.items > 0) {
         let chunk = sizes.chunk_size(id.min(sizes.len()).max(1)) as u64;
         let per_page = (SLAB_PAGE_BYTES as u64 / chunk).max(1);
@@ -471,8 +473,7 @@ fn slabs(ctx: &Context, out: &mut Output) {
             s(name, 0);
         }
         active += 1;
-        malloced += pages * SLAB_PAGE_BYTES as u64;
     }
     stat(out, "active_slabs", active);
-    stat(out, "total_malloced", malloced);
+    stat(out, "total_malloced", ctx.store.used_bytes());
 }

@@ -57,6 +57,20 @@ impl SizeClasses {
         (i.min(self.sizes.len() - 1) + 1) as u8
     }
 
+    /// What memcached's slabs would take for `bytes`: the smallest chunk that holds it;
+    /// above the largest chunk, whole largest chunks plus the smallest chunk that holds the
+    /// rest (memcached chains a large item's data through chunks the same way).
+    pub fn rounded_bytes(&self, bytes: usize) -> usize {
+        let max = self.sizes[self.sizes.len() - 1];
+        let (full, rest) = (bytes / max, bytes % max);
+        let tail = if rest == 0 {
+            0
+        } else {
+            self.chunk_size(usize::from(self.class_of(rest)))
+        };
+        full * max + tail
+    }
+
     /// The chunk size of class `id` (1-based).
     pub fn chunk_size(&self, id: usize) -> usize {
         self.sizes[id - 1]
@@ -122,5 +136,18 @@ mod tests {
         assert_eq!(c.class_of(97), 2);
         assert_eq!(c.class_of(2060), 15);
         assert_eq!(c.class_of(1_048_000), 39);
+    }
+
+    #[test]
+    fn rounded_bytes_is_the_smallest_chunk_or_chained_largest_chunks() {
+        let c = SizeClasses::default();
+        assert_eq!(c.rounded_bytes(1), 96);
+        assert_eq!(c.rounded_bytes(96), 96);
+        assert_eq!(c.rounded_bytes(97), 120);
+        assert_eq!(c.rounded_bytes(394_840), 394_840);
+        assert_eq!(c.rounded_bytes(394_841), 524_288);
+        assert_eq!(c.rounded_bytes(524_288), 524_288);
+        assert_eq!(c.rounded_bytes(524_289), 524_288 + 96);
+        assert_eq!(c.rounded_bytes(2 * 524_288 + 100), 2 * 524_288 + 120);
     }
 }

@@ -32,6 +32,8 @@ pub struct Entry {
     pub bits: u8,
     /// memcached's slab class for its size ([`super::classes`]), set when linked.
     pub class: u8,
+    /// What it is charged against `-m` ([`super::Store::charge_bytes`]), set when linked.
+    pub charge: u32,
     /// LRU neighbours (towards the head = more recent, towards the tail).
     pub prev: u32,
     pub next: u32,
@@ -49,16 +51,22 @@ impl Entry {
     }
 }
 
-/// Fixed cost of one item beyond its key and data: the slot (`Entry`), its hash-table bucket
-/// (16), glibc's headers of the key and data allocations (16 each) and the `Arc`'s two
-/// counts (16).
-pub const ITEM_OVERHEAD_BYTES: usize = std::mem::size_of::<Entry>() + 16 + 2 * 16 + 16;
-
-fn round16(n: usize) -> usize {
-    (n + 15) & !15
+/// Bytes glibc's allocator takes for a request of `n` bytes: the 8-byte size header, rounded
+/// up to 16, at least 32 (other allocators' size classes are within a few per cent of it).
+pub fn malloc_chunk_bytes(n: usize) -> usize {
+    ((n + 8 + 15) & !15).max(32)
 }
 
-/// What an item with these sizes is charged against `-m`.
-pub fn charge_bytes(key_len: usize, data_len: usize) -> usize {
-    ITEM_OVERHEAD_BYTES + round16(key_len) + round16(data_len + 16)
+/// The hash-table cost of one item: its bucket (a `u32` slot index and a control byte) at the
+/// table's lowest load after it doubles (7/16), rounded up.
+pub const TABLE_BYTES_PER_ITEM: usize = 16;
+
+/// What one item occupies in memory: its slot (an [`Entry`] in the shard's slot vector), its
+/// hash-table bucket, the key's allocation and the data's (the `Arc`'s two counts and the
+/// bytes, with the trailing `\r\n`), each as the allocator rounds it.
+pub fn footprint_bytes(key_len: usize, data_len: usize) -> usize {
+    std::mem::size_of::<Entry>()
+        + TABLE_BYTES_PER_ITEM
+        + malloc_chunk_bytes(key_len)
+        + malloc_chunk_bytes(2 * std::mem::size_of::<usize>() + data_len)
 }

@@ -3,8 +3,34 @@
 //! expiry and `flush_all` rules checked lazily on access and by [`Store::sweep`], and CAS
 //! values from one global counter.
 //!
-//! Items are linked against a budget (≤ the limit) that [`heap`] lowers while the allocator's
-//! heap outgrows the limit through fragmentation, so `-m` bounds the real footprint.
+//! # What `-m` bounds
+//!
+//! `-m` is held by the store's own count, not by asking the allocator: every item is charged
+//! [`Store::charge_bytes`] when it is linked and uncharged when it is unlinked, and a store
+//! evicts (or, under `-M`, is refused) until the sum of the charges fits. There is no
+//! process-wide allocator setting and no sampling, so it holds the same under any allocator
+//! and any `-t`.
+//!
+//! An item's charge is its footprint ([`entry::footprint_bytes`]: its slot in the shard's
+//! slot vector, its hash-table bucket, the key's and the data's allocations as the allocator
+//! rounds them, the `Arc`'s counts and the data's `\r\n`) rounded up to memcached's slab
+//! class for that size ([`classes::SizeClasses::rounded_bytes`], factor `-f`, 1.25 by
+//! default), as memcached's slab chunks charge an item its chunk. The rounding (12 % on
+//! average at 1.25) is the room the allocator's free holes take under a churn of random
+//! sizes: what memcached's slab pages hold inside `-m`, weft holds by charging it.
+//!
+//! Not counted: the slot vectors' and hash tables' spare capacity (they grow by doubling and
+//! never shrink: at most one slot and one bucket per item of the highest item count the
+//! shard held), connection buffers and pending output (bounded per connection by
+//! [`crate::output::FLUSH_BYTES`] plus one value), fiber stacks, and the allocator's free
+//! holes beyond the rounding. A value evicted or replaced while a reply still references it
+//! (values are `Arc`s shared with pending output) is uncharged at once but freed only when
+//! that reply has been written, so the memory of up to one value per connection outlives its
+//! charge. How far RSS exceeds `-m` is measured in `docs/notes/memcached-dropin.md`, "`-m`".
+//!
+//! `stats` `bytes` is memcached's: the sum of the items' memcached sizes (`ITEM_ntotal`,
+//! [`classes::item_bytes`]), always below the charges; `stats slabs` `total_malloced` is the
+//! charged total, the figure `-m` bounds (memcached: the slab pages counted against `-m`).
 //!
 //! Lock order: at most one shard lock is held at a time. Eviction that must take memory from
 //! other shards runs after the caller's shard lock is released ([`Store::evict_elsewhere`]),
@@ -14,7 +40,6 @@
 pub mod classes;
 pub mod clock;
 pub mod entry;
-pub mod heap;
 mod shard;
 
 use std::hash::BuildHasher;
@@ -65,10 +90,7 @@ pub struct Store {
     pub stats: Stats,
     config: StoreConfig,
     limit_bytes: AtomicUsize,
-    /// What items may be charged, `limit / 2 ..= limit` (see [`heap`]).
-    budget_bytes: AtomicUsize,
-    /// Largest heap size any [`Store::watch_heap`] saw (0 before the first).
-    heap_high_bytes: AtomicUsize,
+    /// The sum of the linked items' charges ([`Store::charge_bytes`]).
     used_bytes: AtomicUsize,
     last_cas: AtomicU64,
     /// memcached `settings.oldest_live` (0 = no flush pending).
@@ -125,8 +147,6 @@ impl Store {
             clock: Clock::new(),
             stats: Stats::default(),
             limit_bytes: AtomicUsize::new(config.memory_limit_bytes),
-            budget_bytes: AtomicUsize::new(config.memory_limit_bytes),
-            heap_high_bytes: AtomicUsize::new(0),
             config,
             used_bytes: AtomicUsize::new(0),
             last_cas: AtomicU64::new(0),
@@ -154,7 +174,7 @@ impl Store {
     }
 
     fn lock_shard(&self, i: usize) -> MutexGuard<'_, Shard> {
-        self.shards[i].0.lock().unwrap_or_else(|p| p.into_inner())
+        crate::fatal::lock(&self.shards[i].0, "store shard")
     }
 
     /// Locks the shard of `hash`.
@@ -191,43 +211,28 @@ impl Store {
         self.limit_bytes.load(Ordering::Relaxed)
     }
 
-    /// What items may be charged now (the limit, lowered while the heap is fragmented).
-    pub fn budget_bytes(&self) -> usize {
-        self.budget_bytes.load(Ordering::Relaxed)
-    }
-
     /// `cache_memlimit`.
     pub fn set_limit_bytes(&self, bytes: usize) {
         self.limit_bytes.store(bytes, Ordering::Relaxed);
-        self.budget_bytes.store(bytes, Ordering::Relaxed);
     }
 
-    /// One step of the heap watch (the server calls it every [`heap::WATCH_INTERVAL_MS`]):
-    /// moves the budget by [`heap::next_budget`] and evicts down to it. The sample describes
-    /// the whole process's heap, so only a process with one store should call this.
-    pub fn watch_heap(&self, sample: heap::HeapSample) {
-        if !self.config.evictions {
-            // `-M`: nothing may be evicted, so the budget has no lever; stores are refused
-            // against the limit instead.
-            return;
-        }
-        // Against the high-water mark, not the last sample: the allocator trims its heap
-        // top and grows it back all the time; only a new peak is new resident memory.
-        let previous = self
-            .heap_high_bytes
-            .fetch_max(sample.heap_bytes, Ordering::Relaxed);
-        if previous == 0 {
-            return;
-        }
-        let budget = heap::next_budget(
-            self.budget_bytes(),
-            self.limit_bytes(),
-            self.used_bytes(),
-            sample,
-            previous,
-        );
-        self.budget_bytes.store(budget, Ordering::Relaxed);
-        self.evict_elsewhere();
+    /// What an item with a key of `key_len` bytes and `data_len` bytes of data (with its
+    /// `\r\n`) is charged against `-m`: its footprint rounded up to its size class.
+    pub fn charge_bytes(&self, key_len: usize, data_len: usize) -> usize {
+        self.config
+            .classes
+            .rounded_bytes(entry::footprint_bytes(key_len, data_len))
+    }
+
+    /// memcached's `bytes`: the sum of the items' memcached sizes ([`classes::item_bytes`]),
+    /// one shard lock at a time.
+    pub fn item_bytes(&self) -> u64 {
+        (0..SHARDS)
+            .map(|i| {
+                let shard = self.lock_shard(i);
+                shard.classes.iter().map(|c| c.bytes).sum::<u64>()
+            })
+            .sum()
     }
 
     /// Calls `f` on the items, each shard's most recently used first, shard after shard (one
@@ -291,7 +296,7 @@ impl Store {
         self.is_flushed(e, now) || (e.exptime != 0 && e.exptime <= now)
     }
 
-    /// Frees memory, shard after shard, until the byte count is back under the budget or
+    /// Frees memory, shard after shard, until the byte count is back under the limit or
     /// nothing is left to evict. Call with no shard locked.
     pub fn evict_elsewhere(&self) {
         self.evict_from_others(None);
@@ -306,7 +311,7 @@ impl Store {
         }
         let start = self.evict_cursor.fetch_add(1, Ordering::Relaxed);
         for k in 0..SHARDS {
-            if self.used_bytes() <= self.budget_bytes() {
+            if self.used_bytes() <= self.limit_bytes() {
                 return;
             }
             let i = (start + k) % SHARDS;
@@ -314,7 +319,7 @@ impl Store {
                 continue;
             }
             let mut shard = self.lock_shard(i);
-            while self.used_bytes() > self.budget_bytes() {
+            while self.used_bytes() > self.limit_bytes() {
                 let Some(tail) = shard.tail() else { break };
                 self.evict(&mut shard, tail, self.clock.now());
             }
@@ -388,7 +393,7 @@ impl Store {
         if self.config.evictions {
             return;
         }
-        let charge = entry::charge_bytes(key_len, data_len);
+        let charge = self.charge_bytes(key_len, data_len);
         if self.used_bytes() + charge <= self.limit_bytes() || !self.may_hold_dead(now) {
             return;
         }
@@ -555,11 +560,10 @@ impl<'s> Locked<'s> {
         if charge > limit {
             return Err(OutOfMemory);
         }
-        let budget = store.budget_bytes();
         loop {
             // One reading per step: other shards' operations change the count meanwhile.
             let used = store.used_bytes();
-            if used + charge <= budget {
+            if used + charge <= limit {
                 break;
             }
             match self.sh().tail() {
@@ -568,7 +572,7 @@ impl<'s> Locked<'s> {
                     store.evict(self.sh_mut(), t, now);
                 }
                 _ => {
-                    self.shortfall = used + charge - budget;
+                    self.shortfall = used + charge - limit;
                     break;
                 }
             }
@@ -578,7 +582,7 @@ impl<'s> Locked<'s> {
 
     /// True when linking an item of these sizes would fail with out-of-memory right now.
     pub fn would_run_out(&self, key_len: usize, data_len: usize) -> bool {
-        let charge = entry::charge_bytes(key_len, data_len);
+        let charge = self.store.charge_bytes(key_len, data_len);
         let limit = self.store.limit_bytes();
         if self.store.config.evictions {
             charge > limit
@@ -599,7 +603,7 @@ impl<'s> Locked<'s> {
         bits: u8,
         old: Option<u32>,
     ) -> Result<u32, OutOfMemory> {
-        let charge = entry::charge_bytes(key.len(), data.len());
+        let charge = self.store.charge_bytes(key.len(), data.len());
         self.reserve(charge, old)?;
         self.store.note_expiry(exptime);
         if let Some(old) = old {
@@ -616,6 +620,8 @@ impl<'s> Locked<'s> {
             time: self.now,
             bits,
             class: self.store.config.classes.class_of(size),
+            // Items are at most -I (1 GiB at most, memcached's own cap), well below u32::MAX.
+            charge: u32::try_from(charge).expect("an item's charge fits in u32"),
             prev: NIL,
             next: NIL,
         };

@@ -7,7 +7,7 @@
 use hashbrown::HashTable;
 
 use super::classes::{item_bytes, ClassCounts, CLASSES};
-use super::entry::{charge_bytes, Entry, NIL};
+use super::entry::{Entry, NIL};
 
 #[derive(Debug)]
 enum Slot {
@@ -161,7 +161,7 @@ impl Shard {
 
     /// Adds an item (its key must not be present); returns its slot and its charge.
     pub fn insert(&mut self, entry: Entry) -> (u32, usize) {
-        let charge = charge_bytes(entry.key.len(), entry.data.len());
+        let charge = entry.charge as usize;
         let size = self.size_of(&entry);
         let c = &mut self.classes[usize::from(entry.class)];
         c.items += 1;
@@ -211,7 +211,7 @@ impl Shard {
         let Slot::Used(entry) = slot else {
             unreachable!("removed a free slot")
         };
-        let charge = charge_bytes(entry.key.len(), entry.data.len());
+        let charge = entry.charge as usize;
         let size = self.size_of(&entry);
         self.len -= 1;
         self.bytes -= charge;
@@ -302,9 +302,16 @@ mod tests {
             time: 0,
             bits: 0,
             class: 1,
+            charge: 100,
             prev: NIL,
             next: NIL,
         }
+    }
+
+    #[test]
+    fn a_slot_is_the_size_of_its_entry() {
+        // entry::footprint_bytes charges an item size_of::<Entry>() for its slot.
+        assert_eq!(std::mem::size_of::<Slot>(), std::mem::size_of::<Entry>());
     }
 
     #[test]

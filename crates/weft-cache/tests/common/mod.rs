@@ -17,8 +17,6 @@ pub fn test_settings() -> Settings {
         port: 0,
         listen: vec!["127.0.0.1".into()],
         processors: 2,
-        // Several servers share the test process's heap.
-        watch_heap: false,
         ..Settings::default()
     }
 }
