@@ -234,3 +234,24 @@ fn real_memcached_preloaded_gets_hit() {
     assert_eq!(report.misses, 0, "preloaded keys must hit: {report:?}");
     assert!(report.requests > 500, "{report:?}");
 }
+
+/// Open loop at depth 1 reports how late the generator itself sent (the C generator's
+/// `send_lag`), so a run whose generator set the tail says so; closed loop has no schedule to
+/// be late for.
+#[test]
+fn open_loop_reports_the_generators_own_send_lag() {
+    let mut cfg = config(fake_server(Fake::Honest));
+    cfg.qps = 2000.0;
+    cfg.connections = 8;
+    cfg.duration = Duration::from_millis(500);
+    cfg.warmup = Duration::from_millis(100);
+    let report = memcached::run(&cfg).unwrap();
+    let lag = report
+        .generator_send_lag_us
+        .expect("open loop at depth 1 reports the send lag");
+    assert!(lag.p50 <= lag.p99 && lag.p99 <= lag.max, "{report:?}");
+    assert!(report.requests > 0);
+    cfg.qps = 0.0;
+    let closed = memcached::run(&cfg).unwrap();
+    assert!(closed.generator_send_lag_us.is_none(), "{closed:?}");
+}

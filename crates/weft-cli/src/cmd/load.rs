@@ -84,7 +84,9 @@ struct MemcachedArgs {
     /// Server address, HOST:PORT.
     #[arg(long, default_value = "127.0.0.1:11211")]
     server: String,
-    /// Client connections; each follows its own Poisson schedule of rate qps/connections.
+    /// Client connections; each sees Poisson arrivals of rate qps/connections (at depth 1 one
+    /// Poisson process per generator thread, each arrival sent on a random connection: the
+    /// same load at one timer for all).
     #[arg(long, default_value_t = 32)]
     connections: usize,
     /// Target requests per second over all connections; 0 = closed loop, as fast as replies
@@ -123,6 +125,12 @@ struct MemcachedArgs {
     /// Do not store every key before the run (gets of unstored keys miss).
     #[arg(long)]
     no_preload: bool,
+    /// Open loop, depth 1: poll (yield) instead of sleeping when the next arrival is at most
+    /// this many microseconds away. A sleep costs the generator's thread a wake-up (tens of
+    /// us of CPU on a VM) and comes back late; polling keeps the core busy, so judge the
+    /// generator by `generator_send_lag_us` then, not by its busy share. 0 = always sleep.
+    #[arg(long, default_value_t = 100)]
+    spin_us: u64,
     /// Seed of the key, size and schedule draws.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -163,6 +171,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
                 seed: a.seed,
                 connect_timeout: Duration::from_secs(5),
                 verbose: a.verbose,
+                spin: Duration::from_micros(a.spin_us),
             };
             let report = memcached::run(&config)?;
             if a.json {

@@ -9,7 +9,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
@@ -167,71 +167,27 @@ fn receive(
     plan: &Plan,
     recorder: &Recorder,
 ) {
-    let mut buf = vec![0u8; 16 * 1024];
-    let (mut start, mut end) = (0usize, 0usize);
+    let mut replies = Replies::new();
     let _ = stream.set_read_timeout(Some(plan.timeout));
     while let Ok(pending) = rx.recv() {
-        let reply = loop {
-            match response::parse(&buf[start..end]) {
-                Ok(Some((reply, used))) => {
-                    start += used;
-                    break Ok(reply);
-                }
-                Ok(None) => {}
-                Err(e) => break Err(e.to_string()),
-            }
-            // Make room: move the partial reply to the front, grow for a large value.
-            if start > 0 {
-                buf.copy_within(start..end, 0);
-                end -= start;
-                start = 0;
-            }
-            let want = response::needed(&buf[..end]).unwrap_or(0).max(end + 1024);
-            if want > buf.len() {
-                buf.resize(want.next_power_of_two(), 0);
-            }
-            match (&*stream).read(&mut buf[end..]) {
-                Ok(0) => break Err("server closed the connection".into()),
-                Ok(n) => end += n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {
-                    break Err("timeout".into())
-                }
-                Err(e) => break Err(e.to_string()),
-            }
-        };
+        let reply = replies.next(stream);
         let now = Instant::now();
         permits.release();
         let counted = plan.counts(pending.intended);
-        if reply.is_ok() && plan.counts(now) {
-            recorder.with(|t| t.in_window += 1);
-        }
         match reply {
-            Ok(reply) => {
-                if counted {
-                    recorder.with(|t| {
-                        tally(t, reply, pending.get, now - pending.intended, plan.timeout)
-                    });
-                }
-            }
+            Ok(reply) => record(plan, recorder, reply, &pending, now),
             Err(why) => {
                 // The connection is unusable: count this request and every queued one, and
                 // let the sender stop.
-                let timeout = why == "timeout";
-                dead.store(if timeout { TIMED_OUT } else { BROKEN }, Ordering::Release);
+                let cause = if why == "timeout" { TIMED_OUT } else { BROKEN };
+                dead.store(cause, Ordering::Release);
                 permits.add_permits(plan.depth + 1);
                 let mut lost = u64::from(counted);
                 while let Ok(p) = rx.recv() {
                     permits.release();
                     lost += u64::from(plan.counts(p.intended));
                 }
-                recorder.with(|t| {
-                    if timeout {
-                        t.timeouts += lost;
-                    } else {
-                        t.errors += lost;
-                    }
-                });
+                count_lost(recorder, cause, lost);
                 if plan.verbose {
                     eprintln!("weft load: connection closed: {why}");
                 }
@@ -239,6 +195,231 @@ fn receive(
             }
         }
     }
+}
+
+/// Records one reply to `pending` that arrived at `now`.
+#[inline]
+fn record(plan: &Plan, recorder: &Recorder, reply: Reply, pending: &Pending, now: Instant) {
+    let counted = plan.counts(pending.intended);
+    let in_window = plan.counts(now);
+    if counted || in_window {
+        recorder.with(|t| {
+            if in_window {
+                t.in_window += 1;
+            }
+            if counted {
+                tally(t, reply, pending.get, now - pending.intended, plan.timeout);
+            }
+        });
+    }
+}
+
+/// Counts `lost` requests as timeouts or errors, by why the connection died.
+fn count_lost(recorder: &Recorder, cause: u8, lost: u64) {
+    if lost == 0 {
+        return;
+    }
+    recorder.with(|t| {
+        if cause == TIMED_OUT {
+            t.timeouts += lost;
+        } else {
+            t.errors += lost;
+        }
+    });
+}
+
+/// A connection's receive buffer: reads and parses one reply at a time.
+struct Replies {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Replies {
+    fn new() -> Replies {
+        Replies {
+            buf: vec![0u8; 16 * 1024],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// The next reply, reading as needed; `Err("timeout")` when the read timeout passed.
+    fn next(&mut self, stream: &TcpStream) -> Result<Reply, String> {
+        loop {
+            match response::parse(&self.buf[self.start..self.end]) {
+                Ok(Some((reply, used))) => {
+                    self.start += used;
+                    return Ok(reply);
+                }
+                Ok(None) => {}
+                Err(e) => return Err(e.to_string()),
+            }
+            // Make room: move the partial reply to the front, grow for a large value.
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            let want = response::needed(&self.buf[..self.end])
+                .unwrap_or(0)
+                .max(self.end + 1024);
+            if want > self.buf.len() {
+                self.buf.resize(want.next_power_of_two(), 0);
+            }
+            match (&*stream).read(&mut self.buf[self.end..]) {
+                Ok(0) => return Err("server closed the connection".into()),
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {
+                    return Err("timeout".into())
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+}
+
+/// The arrivals a dispatcher hands to one connection ([`dispatch`]): intended send times.
+pub type Arrivals = channel::Receiver<Instant>;
+
+/// Most arrivals waiting on one connection (behind the request in flight); more are counted
+/// as `unsent`, as the C generator's per-connection queue does.
+pub const ARRIVALS_CAP: usize = 64;
+
+/// Depth 1, open loop: one fiber per connection sends each arrival the dispatcher hands it
+/// and reads its reply before sending the next, so a connection costs one fiber and no timer
+/// of its own (the dispatcher sleeps for all of them). An arrival that finds the previous
+/// request unanswered waits in the channel; its latency still runs from its intended time.
+///
+/// The plan is set once every connection's fiber exists (so spawning 15,360 fibers does not
+/// eat into the schedule); the first arrival comes after it is set.
+pub fn drive_fed(
+    stream: TcpStream,
+    plan: Arc<OnceLock<Arc<Plan>>>,
+    recorder: Arc<Recorder>,
+    lag: Arc<Recorder>,
+    arrivals: Arrivals,
+    dead: Arc<[AtomicU8]>,
+    index: usize,
+) {
+    let Ok(first) = arrivals.recv() else { return };
+    let Some(plan) = plan.get() else { return };
+    let mut next = Some(first);
+    let mut idle_since = plan.start;
+    let mut rng = SmallRng::seed_from_u64(plan.seed ^ (index as u64).wrapping_mul(0x9E37_79B9));
+    let keys = KeySampler::new(plan.key_dist, plan.keys);
+    let mut replies = Replies::new();
+    let mut out = Vec::with_capacity(256);
+    let _ = stream.set_read_timeout(Some(plan.timeout));
+    while let Some(intended) = next.take().or_else(|| arrivals.recv().ok()) {
+        if Instant::now() >= plan.end {
+            // The window is over: this arrival and the ones queued behind it were never sent.
+            let mut unsent = u64::from(plan.counts(intended));
+            while let Ok(at) = arrivals.try_recv() {
+                unsent += u64::from(plan.counts(at));
+            }
+            if unsent > 0 {
+                recorder.with(|t| t.unsent += unsent);
+            }
+            break;
+        }
+        out.clear();
+        let get = rng.random::<f64>() >= plan.update_ratio;
+        let key = keys.sample(&mut rng);
+        if get {
+            push_get(&mut out, key);
+        } else {
+            let len = plan.value_size.sample(&mut rng);
+            push_set(&mut out, key, &plan.filler[..len]);
+        }
+        let pending = Pending { intended, get };
+        // The generator's own lateness: how late a request that found its connection idle
+        // goes out (one queued behind an unanswered request waits for the server).
+        if intended >= idle_since && plan.counts(intended) {
+            lag.with(|t| t.record(Instant::now().saturating_duration_since(intended)));
+        }
+        let reply = match (&stream).write_all(&out) {
+            Ok(()) => replies.next(&stream),
+            Err(e) => Err(e.to_string()),
+        };
+        match reply {
+            Ok(reply) => {
+                idle_since = Instant::now();
+                record(plan, &recorder, reply, &pending, idle_since);
+            }
+            Err(why) => {
+                let cause = if why == "timeout" { TIMED_OUT } else { BROKEN };
+                dead[index].store(cause, Ordering::Release);
+                let mut lost = u64::from(plan.counts(intended));
+                while let Ok(at) = arrivals.try_recv() {
+                    lost += u64::from(plan.counts(at));
+                }
+                count_lost(&recorder, cause, lost);
+                if plan.verbose {
+                    eprintln!("weft load: connection closed: {why}");
+                }
+                // Dropping `arrivals` tells the dispatcher; it counts later ones as lost.
+                break;
+            }
+        }
+    }
+}
+
+/// The open-loop schedule of connections `first, first + step, …` (depth 1): one Poisson
+/// process of `rate` whose every arrival goes to one of them at random — the same load as
+/// independent Poisson processes of rate/N on each (superposition), at one timer for all.
+/// Stops at the end of the window; an arrival that finds its connection's queue full is
+/// `unsent`, one to a dead connection is a timeout or error by the cause.
+pub fn dispatch(
+    plan: &Plan,
+    recorder: &Recorder,
+    rate: f64,
+    feeds: Vec<(usize, channel::Sender<Instant>)>,
+    dead: &[AtomicU8],
+    seed: u64,
+    spin: Duration,
+) {
+    if feeds.is_empty() {
+        return;
+    }
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut schedule = Poisson::new(rate, plan.start, &mut rng);
+    let (mut unsent, mut timeouts, mut errors) = (0u64, 0u64, 0u64);
+    let mut next = schedule.next(&mut rng);
+    while next < plan.end {
+        let now = Instant::now();
+        if next > now {
+            // A sleep costs a wake-up of the generator's thread (tens of us of CPU on a VM,
+            // and late): poll by yielding when the next arrival is close, as the C generator
+            // does; yielding also lets the processor reap completions.
+            if next - now <= spin {
+                weft::yield_now();
+            } else if weft::sleep_until(next - spin / 2).is_err() {
+                break;
+            }
+            continue;
+        }
+        let (index, feed) = &feeds[rng.random_range(0..feeds.len())];
+        let counted = u64::from(plan.counts(next));
+        match feed.try_send(next) {
+            Ok(()) => {}
+            Err(channel::TrySendError::Full(_)) => unsent += counted,
+            Err(_) => {
+                if dead[*index].load(Ordering::Acquire) == TIMED_OUT {
+                    timeouts += counted;
+                } else {
+                    errors += counted;
+                }
+            }
+        }
+        next = schedule.next(&mut rng);
+    }
+    recorder.with(|t| {
+        t.unsent += unsent;
+        t.timeouts += timeouts;
+        t.errors += errors;
+    });
 }
 
 /// Counts `first` and every later arrival of `schedule` inside the window as never sent.

@@ -13,7 +13,8 @@ pub mod response;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Arc;
+use std::sync::atomic::AtomicU8;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -50,6 +51,9 @@ pub struct Config {
     pub seed: u64,
     pub connect_timeout: Duration,
     pub verbose: bool,
+    /// Open loop: the dispatcher polls (yields) instead of sleeping when the next arrival is
+    /// this close; zero always sleeps.
+    pub spin: Duration,
 }
 
 impl Default for Config {
@@ -71,6 +75,7 @@ impl Default for Config {
             seed: 1,
             connect_timeout: Duration::from_secs(5),
             verbose: false,
+            spin: Duration::from_micros(100),
         }
     }
 }
@@ -170,9 +175,18 @@ pub struct Report {
     /// Share of the generator's cores it kept busy during the counted window.
     pub generator_utilisation: f64,
     /// True when the generator itself was (nearly) saturated: the figures may understate the
-    /// server.
+    /// server. With a polling dispatcher (open loop, depth 1, `spin` > 0): its send lag p99
+    /// exceeded [`SATURATED_LAG_US`]; otherwise its busy share exceeded [`cpu::SATURATED`].
     pub generator_saturated: bool,
+    /// Open loop, depth 1: how late the generator sent requests that found their connection
+    /// idle (send time − intended time, µs), counted in the window: its own lateness, which
+    /// the latency figures include (the C generator's `send_lag`).
+    #[serde(default)]
+    pub generator_send_lag_us: Option<LatencySummary>,
 }
+
+/// A generator whose send lag p99 is above this (µs) may be what sets the latency tail.
+pub const SATURATED_LAG_US: u64 = 1000;
 
 impl Report {
     /// A short human-readable summary.
@@ -187,12 +201,35 @@ impl Report {
             self.errors,
             self.timeouts,
             self.latency_us.human(),
-            cpu::human_generator_line(
-                self.generator_threads,
-                self.generator_cpu_us_per_request,
-                self.generator_utilisation
-            )
-        )
+            if self.generator_send_lag_us.is_some() {
+                // A polling dispatcher is busy whatever the load: its lag says whether it kept up.
+                format!(
+                    "generator: {} thread(s), {:.2} us CPU per request, {:.0}% busy (polls between arrivals)",
+                    self.generator_threads,
+                    self.generator_cpu_us_per_request,
+                    self.generator_utilisation * 100.0
+                )
+            } else {
+                cpu::human_generator_line(
+                    self.generator_threads,
+                    self.generator_cpu_us_per_request,
+                    self.generator_utilisation,
+                )
+            }
+        ) + &match &self.generator_send_lag_us {
+            Some(l) => format!(
+                "\ngenerator send lag: p50 {} us  p99 {} us  max {} us{}",
+                l.p50,
+                l.p99,
+                l.max,
+                if self.generator_saturated {
+                    "  (late: the generator may set the tail; add --threads)"
+                } else {
+                    ""
+                }
+            ),
+            None => String::new(),
+        }
     }
 }
 
@@ -222,6 +259,33 @@ fn run_on_cluster(config: &Config, addr: SocketAddr) -> anyhow::Result<Report> {
     if config.preload {
         preload(config, &streams)?;
     }
+    // Open loop at depth 1: one fiber per connection, fed by one dispatcher per processor
+    // ([`connection::dispatch`]); they exist before the schedule starts.
+    let fed = config.qps > 0.0 && config.depth == 1;
+    let cell = Arc::new(OnceLock::new());
+    let recorder = Arc::new(Recorder::new());
+    let lag = Arc::new(Recorder::new());
+    recorder.with(|t| t.errors += (config.connections - connected) as u64);
+    let dead: Arc<[AtomicU8]> = (0..connected).map(|_| AtomicU8::new(0)).collect();
+    let groups = config.threads.min(connected).max(1);
+    let mut feeds: Vec<Vec<_>> = (0..groups).map(|_| Vec::new()).collect();
+    let mut fibers = Vec::with_capacity(connected);
+    let mut streams = streams;
+    if fed {
+        for (i, stream) in streams.drain(..).enumerate() {
+            let (tx, rx) = weft::sync::channel::bounded(connection::ARRIVALS_CAP);
+            feeds[i % groups].push((i, tx));
+            let (cell, recorder, dead) = (cell.clone(), recorder.clone(), dead.clone());
+            let lag = lag.clone();
+            fibers.push(
+                weft::Builder::new()
+                    .name(format!("load-conn-{i}"))
+                    .stack_size(connection::FIBER_STACK_BYTES)
+                    .spawn(move || connection::drive_fed(stream, cell, recorder, lag, rx, dead, i))
+                    .context("spawning a connection fiber (raise vm.max_map_count?)")?,
+            );
+        }
+    }
     let start = Instant::now() + Duration::from_millis(20);
     let plan = Arc::new(Plan {
         start,
@@ -239,9 +303,22 @@ fn run_on_cluster(config: &Config, addr: SocketAddr) -> anyhow::Result<Report> {
         verbose: config.verbose,
         filler: vec![b'x'; config.value_size.max()],
     });
-    let recorder = Arc::new(Recorder::new());
-    recorder.with(|t| t.errors += (config.connections - connected) as u64);
-    let mut fibers = Vec::with_capacity(connected);
+    let _ = cell.set(plan.clone());
+    let mut dispatchers = Vec::new();
+    for (g, feeds) in feeds.into_iter().enumerate().filter(|(_, f)| !f.is_empty()) {
+        let (plan, recorder, dead) = (plan.clone(), recorder.clone(), dead.clone());
+        let rate = plan.qps * feeds.len() as f64 / connected as f64;
+        let spin = config.spin;
+        let seed = plan.seed ^ 0xd15_9a7c ^ (g as u64).wrapping_mul(0x9E37_79B9);
+        dispatchers.push(
+            weft::Builder::new()
+                .name(format!("load-dispatch-{g}"))
+                .spawn(move || {
+                    connection::dispatch(&plan, &recorder, rate, feeds, &dead, seed, spin)
+                })
+                .context("spawning a dispatcher fiber")?,
+        );
+    }
     for (i, stream) in streams.into_iter().enumerate() {
         let (plan, recorder) = (plan.clone(), recorder.clone());
         fibers.push(
@@ -261,12 +338,23 @@ fn run_on_cluster(config: &Config, addr: SocketAddr) -> anyhow::Result<Report> {
     let cpu_used = cpu::process_cpu_time() - cpu_before;
     let sleeps = cpu::process_sleeps() - sleeps_before;
     let wall = wall_before.elapsed();
+    for d in dispatchers {
+        let _ = d.join();
+    }
     for f in fibers {
         let _ = f.join();
     }
     let total = recorder.total();
     let requests = total.replies + total.errors + total.timeouts;
     let utilisation = cpu::utilisation(cpu_used, wall, config.threads);
+    let lag = lag.total();
+    let send_lag = fed.then(|| LatencySummary::of(&lag.latency_us));
+    // A polling dispatcher keeps its core busy whatever the load: then the generator is
+    // saturated when it sends late, not when it is busy.
+    let saturated = match &send_lag {
+        Some(l) if !config.spin.is_zero() => l.p99 > SATURATED_LAG_US,
+        _ => utilisation > cpu::SATURATED,
+    };
     Ok(Report {
         server: config.server.clone(),
         connections: config.connections,
@@ -288,7 +376,8 @@ fn run_on_cluster(config: &Config, addr: SocketAddr) -> anyhow::Result<Report> {
         generator_cpu_us_per_request: cpu_used.as_secs_f64() * 1e6 / total.replies.max(1) as f64,
         generator_sleeps_per_request: sleeps as f64 / total.replies.max(1) as f64,
         generator_utilisation: utilisation,
-        generator_saturated: utilisation > cpu::SATURATED,
+        generator_saturated: saturated,
+        generator_send_lag_us: send_lag,
     })
 }
 
