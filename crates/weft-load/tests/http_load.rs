@@ -8,18 +8,27 @@ use weft_load::http::{self, Config, Source};
 
 /// Answers every request with `status` and a 1000-byte body; closes when asked.
 fn fake_server(status: u16, hold: bool) -> String {
+    server(status, hold, None)
+}
+
+/// Serialises the slow server's replies across its connections (one "core").
+static SLOW_CORE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `fake_server(status, hold, Some(each))` answers one request at a time over all its
+/// connections, each taking `each`: a server whose capacity is 1 s / `each`.
+fn server(status: u16, hold: bool, each: Option<Duration>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(conn) = conn else { return };
-            std::thread::spawn(move || serve(conn, status, hold));
+            std::thread::spawn(move || serve(conn, status, hold, each));
         }
     });
     addr
 }
 
-fn serve(conn: TcpStream, status: u16, hold: bool) {
+fn serve(conn: TcpStream, status: u16, hold: bool, each: Option<Duration>) {
     // As real servers do on keep-alive connections: no Nagle stalls between replies.
     conn.set_nodelay(true).unwrap();
     let mut out = conn.try_clone().unwrap();
@@ -42,6 +51,10 @@ fn serve(conn: TcpStream, status: u16, hold: bool) {
         if hold {
             std::thread::sleep(Duration::from_secs(5));
             return;
+        }
+        if let Some(each) = each {
+            let _core = SLOW_CORE.lock().unwrap_or_else(|p| p.into_inner());
+            std::thread::sleep(each);
         }
         let body = vec![b'x'; 1000];
         let head = format!(
@@ -124,4 +137,29 @@ fn closed_loop_keeps_connections_busy() {
     assert_eq!(report.errors_total, 0, "{report:?}");
     cfg.connections = 0;
     assert!(http::run(&cfg).is_err());
+}
+
+/// Open loop past saturation, as wrk2 and mutilate count it: `replies_per_sec` is the replies
+/// received inside the window, so it shows the server's capacity, not the offered rate, and
+/// latency still runs from each session's intended start. (It counted every reply to a session
+/// started in the window, whenever it came, and waited timeout + 2 s for them.)
+#[test]
+fn past_saturation_replies_are_the_capacity_and_the_run_ends_on_time() {
+    // About 500 replies/s at most (2 ms each, one at a time), 1,500/s offered.
+    let mut cfg = config(server(200, false, Some(Duration::from_millis(2))));
+    cfg.session_rate = 1500.0;
+    cfg.requests_per_session = 1;
+    cfg.duration = Duration::from_secs(1);
+    cfg.warmup = Duration::from_millis(200);
+    cfg.timeout = Duration::from_secs(3);
+    let report = http::run(&cfg).unwrap();
+    assert!(
+        report.replies_per_sec < 700.0 && report.replies_per_sec > 150.0,
+        "{:.0} replies/s from a server that can do about 500: {report:?}",
+        report.replies_per_sec
+    );
+    assert!(
+        report.unsent == 0,
+        "one-request sessions are sent when they start"
+    );
 }

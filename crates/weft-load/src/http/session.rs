@@ -117,6 +117,14 @@ pub fn run(plan: &SessionPlan, start: Instant, rng: &mut SmallRng) {
     let mut intended = start;
     for i in 0..plan.requests_per_session {
         let last = i + 1 == plan.requests_per_session;
+        if i > 0 && Instant::now() >= plan.end {
+            // The window is over: the session's later requests are never sent.
+            if counted {
+                let left = (plan.requests_per_session - i) as u64;
+                plan.recorder.with(|t| t.unsent += left);
+            }
+            return;
+        }
         if !conn.request(plan, rng, intended, counted, last) {
             return;
         }
@@ -188,6 +196,10 @@ impl Connection {
             deadline,
         ) {
             Ok(r) => {
+                // What the server delivered inside the window, whenever it was asked for.
+                if (200..400).contains(&r.status) && plan.counts(Instant::now()) {
+                    plan.recorder.with(|t| t.in_window += 1);
+                }
                 if counted {
                     plan.bytes.fetch_add(r.body_bytes, Ordering::Relaxed);
                     if (200..400).contains(&r.status) {
