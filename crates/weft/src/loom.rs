@@ -4,20 +4,27 @@
 //! loom-shaped `UnsafeCell` so the same code compiles both ways). Every lock-free structure in
 //! weft imports from here, never from `std::sync::atomic` directly, so `RUSTFLAGS="--cfg loom"
 //! cargo test -p weft --release loom` explores its interleavings.
+//!
+//! Modelled today: the run-queue ring (`sched::ring::loom`), the work-requesting slot
+//! (`sched::request::loom`), the park/unpark state word (`fiber::park_state::loom`) and the
+//! idle-sleep handshake (`runtime::idle::loom`). Not yet through the shim: the semaphore's
+//! state word and wait list (`sync::semaphore`, whose `const fn new` needs a `const` atomic
+//! loom does not have), the I/O operation protocol (`io::op`), the other `sync` types, and
+//! process-wide `static` counters (ids, statistics), which are not protocols.
 
 #[cfg(loom)]
 #[allow(unused_imports)]
 pub(crate) use loom::{
     cell::UnsafeCell,
-    sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering},
-    sync::Arc,
+    sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering},
+    sync::{Arc, Mutex},
 };
 
 #[cfg(not(loom))]
 #[allow(unused_imports)]
 pub(crate) use std::sync::{
-    atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering},
-    Arc,
+    atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering},
+    Arc, Mutex,
 };
 
 /// `std::cell::UnsafeCell` with loom's closure-based access API.

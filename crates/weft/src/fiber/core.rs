@@ -14,7 +14,9 @@
 //! so a fiber can never be resumed on two threads at once.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use crate::loom::AtomicU8;
 use std::sync::Arc;
 
 use corosensei::{Coroutine, Yielder};
@@ -23,9 +25,8 @@ use super::local::LocalMap;
 use super::stack::FiberStack;
 use crate::runtime::ClusterShared;
 
-pub(crate) const EMPTY: u8 = 0;
-pub(crate) const NOTIFIED: u8 = 1;
-pub(crate) const PARKED: u8 = 2;
+use super::park_state;
+pub(crate) use super::park_state::EMPTY;
 
 /// Why a fiber switched back to its processor.
 pub(crate) enum Suspend {
@@ -256,25 +257,10 @@ fn prefetch_resume(fiber: &Fiber) {
     }
 }
 
-/// Moves `state` on for a wake-up: `PARKED` to `EMPTY` (returns `true`: the caller must
-/// create the fiber's one `Task`), `EMPTY` to `NOTIFIED` (a token), `NOTIFIED` unchanged.
+/// Moves `state` on for a wake-up (see `park_state::leave_parked`).
 #[inline]
 fn leave_parked(fiber: &Fiber) -> bool {
-    let mut state = fiber.state.load(Ordering::Acquire);
-    loop {
-        let next = match state {
-            NOTIFIED => return false,
-            EMPTY => NOTIFIED,
-            _ => EMPTY,
-        };
-        match fiber
-            .state
-            .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => return state == PARKED,
-            Err(actual) => state = actual,
-        }
-    }
+    park_state::leave_parked(&fiber.state)
 }
 
 /// The fiber whose record holds `node` as its `wait_node` (the pointer `Arc::as_ptr` gives).
@@ -289,25 +275,14 @@ pub(crate) fn fiber_of_node(node: *const crate::park::WaitNode) -> *const Fiber 
 /// The processor's half, after the fiber switched out with `Suspend::Park`: park it for real,
 /// or give the task back if a token arrived in the meantime.
 pub(crate) fn finish_park(task: Task) -> Option<Task> {
-    match task
-        .0
-        .state
-        .compare_exchange(EMPTY, PARKED, Ordering::AcqRel, Ordering::Acquire)
-    {
-        Ok(_) => None,
-        Err(_) => {
-            // NOTIFIED: consume the token and keep the fiber runnable. Only the fiber's own
-            // processor moves it out of NOTIFIED to anything but NOTIFIED, so a store is enough.
-            task.0.state.store(EMPTY, Ordering::Release);
-            Some(task)
-        }
+    if park_state::finish_park(&task.0.state) {
+        None
+    } else {
+        Some(task)
     }
 }
 
 /// The fiber's half before switching out: consume a token if one is there.
 pub(crate) fn take_token(fiber: &Fiber) -> bool {
-    fiber
-        .state
-        .compare_exchange(NOTIFIED, EMPTY, Ordering::AcqRel, Ordering::Acquire)
-        .is_ok()
+    park_state::take_token(&fiber.state)
 }

@@ -7,6 +7,7 @@
 mod core;
 pub(crate) mod local;
 pub(crate) mod overflow;
+mod park_state;
 mod spawn;
 pub(crate) mod stack;
 

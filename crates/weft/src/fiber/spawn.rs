@@ -4,12 +4,13 @@ use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 use corosensei::Coroutine;
 
 use super::core::{Fiber, FiberRef, FiberYielder, Placement, Task, EMPTY};
+use crate::loom::AtomicU8;
 use super::local::LocalMap;
 use crate::park::{park, Parked, Unparker};
 use crate::runtime::{self, Cluster};

@@ -17,11 +17,30 @@
 //! wake-up written after the sleeper registered but before it blocked makes the block return at
 //! once. The Dekker argument above is therefore unchanged by sleeping in the kernel's I/O wait.
 
-use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::sync::Mutex;
 
 use crate::io::driver::Waker;
+use crate::loom::{fence, AtomicBool, AtomicUsize, Mutex, Ordering};
+
+/// How the protocol wakes processor `index` (its eventfd in the runtime; a flag in the loom
+/// models, `idle::loom`).
+pub(crate) trait WakeProcessor {
+    fn wake_processor(&self, index: usize);
+}
+
+impl WakeProcessor for [Arc<Waker>] {
+    #[inline]
+    fn wake_processor(&self, index: usize) {
+        self[index].wake();
+    }
+}
+
+impl WakeProcessor for Vec<Arc<Waker>> {
+    #[inline]
+    fn wake_processor(&self, index: usize) {
+        self[index].wake();
+    }
+}
 
 pub(crate) struct Idle {
     processors: usize,
@@ -99,7 +118,7 @@ impl Idle {
 
     /// Called after work was made visible: wakes a sleeper when nobody is searching.
     #[inline]
-    pub(crate) fn notify_work(&self, wakers: &[Arc<Waker>]) {
+    pub(crate) fn notify_work(&self, wakers: &(impl WakeProcessor + ?Sized)) {
         fence(Ordering::SeqCst);
         if self.searching.load(Ordering::Relaxed) == 0 && self.sleeping.load(Ordering::Relaxed) > 0
         {
@@ -113,7 +132,11 @@ impl Idle {
     /// it only sends it searching in vain. No wake-up is lost: work this push made visible to
     /// others is seen by `visible()`, which runs after the push and the fence.
     #[inline]
-    pub(crate) fn notify_work_if(&self, wakers: &[Arc<Waker>], visible: impl FnOnce() -> bool) {
+    pub(crate) fn notify_work_if(
+        &self,
+        wakers: &(impl WakeProcessor + ?Sized),
+        visible: impl FnOnce() -> bool,
+    ) {
         fence(Ordering::SeqCst);
         if self.searching.load(Ordering::Relaxed) == 0
             && self.sleeping.load(Ordering::Relaxed) > 0
@@ -127,17 +150,17 @@ impl Idle {
     /// wakes it if it is registered asleep. The same Dekker pair as above, on `asleep[index]`:
     /// either its re-check sees the work, or this load sees it registered.
     #[inline]
-    pub(crate) fn notify_home(&self, index: usize, wakers: &[Arc<Waker>]) {
+    pub(crate) fn notify_home(&self, index: usize, wakers: &(impl WakeProcessor + ?Sized)) {
         fence(Ordering::SeqCst);
         if self.asleep[index].load(Ordering::Relaxed) {
             // It may also still be on `sleepers`: a later `wake_one` may pick it again, an
             // extra eventfd write, and it removes itself when it wakes.
-            wakers[index].wake();
+            wakers.wake_processor(index);
         }
     }
 
     /// Wakes one sleeper, if any.
-    pub(crate) fn wake_one(&self, wakers: &[Arc<Waker>]) -> bool {
+    pub(crate) fn wake_one(&self, wakers: &(impl WakeProcessor + ?Sized)) -> bool {
         let index = {
             let mut list = self.sleepers.lock().unwrap_or_else(|p| p.into_inner());
             let Some(index) = list.pop() else {
@@ -146,19 +169,19 @@ impl Idle {
             self.sleeping.fetch_sub(1, Ordering::SeqCst);
             index
         };
-        wakers[index].wake();
+        wakers.wake_processor(index);
         true
     }
 
     /// Wakes every processor (shutdown).
-    pub(crate) fn wake_all(&self, wakers: &[Arc<Waker>]) {
+    pub(crate) fn wake_all(&self, wakers: &(impl WakeProcessor + ?Sized)) {
         {
             let mut list = self.sleepers.lock().unwrap_or_else(|p| p.into_inner());
             self.sleeping.fetch_sub(list.len(), Ordering::SeqCst);
             list.clear();
         }
-        for w in wakers {
-            w.wake();
+        for index in 0..self.processors {
+            wakers.wake_processor(index);
         }
     }
 
@@ -169,7 +192,119 @@ impl Idle {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, loom))]
+mod loom {
+    //! The idle-sleep handshake under loom: a processor that decides to sleep is always woken
+    //! by a push it did not see. `work` stands for a queue's contents: the real re-check reads
+    //! queue lengths with plain loads, which is why it is `Relaxed` here and the `SeqCst`
+    //! fences carry the argument.
+    use ::loom::sync::Arc;
+    use ::loom::thread;
+
+    use super::*;
+
+    /// Records wake-ups instead of writing eventfds.
+    struct Flags(Vec<AtomicBool>);
+
+    impl WakeProcessor for Flags {
+        fn wake_processor(&self, index: usize) {
+            self.0[index].store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn flags(n: usize) -> Flags {
+        Flags((0..n).map(|_| AtomicBool::new(false)).collect())
+    }
+
+    /// Processor `index` going to sleep: register, re-check `work`, sleep if empty. Returns
+    /// whether it slept.
+    fn try_sleep(idle: &Idle, index: usize, work: &AtomicBool) -> bool {
+        idle.register_sleep(index);
+        if work.load(Ordering::Relaxed) {
+            idle.unregister_sleep(index);
+            return false;
+        }
+        true
+    }
+
+    #[test]
+    fn a_shared_push_never_misses_a_sleeper() {
+        ::loom::model(|| {
+            let idle = Arc::new(Idle::new(2));
+            let wakers = Arc::new(flags(2));
+            let work = Arc::new(AtomicBool::new(false));
+            let (i2, w2, k2) = (idle.clone(), wakers.clone(), work.clone());
+            let pusher = thread::spawn(move || {
+                k2.store(true, Ordering::Relaxed);
+                i2.notify_work(&*w2);
+            });
+            let slept = try_sleep(&idle, 0, &work);
+            pusher.join().unwrap();
+            if slept {
+                assert!(wakers.0[0].load(Ordering::Relaxed), "lost wake-up");
+            }
+        });
+    }
+
+    #[test]
+    fn a_push_only_the_pusher_could_see_wakes_nobody() {
+        ::loom::model(|| {
+            let idle = Idle::new(2);
+            let wakers = flags(2);
+            idle.register_sleep(1);
+            idle.notify_work_if(&wakers, || false);
+            assert!(!wakers.0[1].load(Ordering::Relaxed));
+        });
+    }
+
+    #[test]
+    fn a_home_push_never_misses_its_sleeping_processor() {
+        ::loom::model(|| {
+            let idle = Arc::new(Idle::new(2));
+            let wakers = Arc::new(flags(2));
+            let inbox = Arc::new(AtomicBool::new(false));
+            let (i2, w2, k2) = (idle.clone(), wakers.clone(), inbox.clone());
+            let pusher = thread::spawn(move || {
+                k2.store(true, Ordering::Relaxed);
+                i2.notify_home(1, &*w2);
+            });
+            let slept = try_sleep(&idle, 1, &inbox);
+            pusher.join().unwrap();
+            if slept {
+                assert!(wakers.0[1].load(Ordering::Relaxed), "lost wake-up");
+            }
+        });
+    }
+
+    #[test]
+    fn one_push_and_two_sleepers_leave_no_work_unseen() {
+        let mut builder = ::loom::model::Builder::new();
+        builder.preemption_bound = builder.preemption_bound.or(Some(3));
+        builder.check(|| {
+            let idle = Arc::new(Idle::new(2));
+            let wakers = Arc::new(flags(2));
+            let work = Arc::new(AtomicBool::new(false));
+            let sleepers: Vec<_> = (0..2)
+                .map(|index| {
+                    let (i2, k2) = (idle.clone(), work.clone());
+                    thread::spawn(move || try_sleep(&i2, index, &k2))
+                })
+                .collect();
+            work.store(true, Ordering::Relaxed);
+            idle.notify_work(&*wakers);
+            let slept: Vec<bool> = sleepers.into_iter().map(|h| h.join().unwrap()).collect();
+            if slept.iter().all(|&s| s) {
+                // Both slept without seeing the work: one of them must have been woken.
+                assert!(
+                    wakers.0.iter().any(|w| w.load(Ordering::Relaxed)),
+                    "lost wake-up"
+                );
+            }
+        });
+    }
+}
+
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
