@@ -33,8 +33,8 @@ static NEXT_FIBER_ID: AtomicU64 = AtomicU64::new(1);
 /// `std::io::stdout().lock()`'s owner check, std's per-thread panic count) and `!Send` values
 /// held across a blocking call rely on it. (Go and Java virtual threads move their threads
 /// freely; they have no `Send`.) The price is that load is balanced only when fibers start:
-/// a processor cannot take over another's started fibers. `docs` and ARCHITECTURE.md give the
-/// measured cost.
+/// a processor cannot take over another's started fibers (ARCHITECTURE.md gives the measured
+/// cost).
 ///
 /// Code running on a fiber keeps these rules:
 ///
