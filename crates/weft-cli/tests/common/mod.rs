@@ -67,8 +67,13 @@ pub fn spawn_with_stderr(cmd: &mut Command) -> ChildGuard {
 /// Starts `weft memcached -t 2` with `extra` flags on a free localhost port and waits (up to
 /// 10 s) until it accepts connections.
 pub fn start_memcached(extra: &[&str]) -> (ChildGuard, SocketAddr) {
+    start_memcached_threads("2", extra)
+}
+
+/// [`start_memcached`] with `-t threads` (weft refuses a repeated `-t`).
+pub fn start_memcached_threads(threads: &str, extra: &[&str]) -> (ChildGuard, SocketAddr) {
     let port = free_port().to_string();
-    let mut args = vec!["-p", &port, "-l", "127.0.0.1", "-U", "0", "-t", "2"];
+    let mut args = vec!["-p", &port, "-l", "127.0.0.1", "-U", "0", "-t", threads];
     args.extend_from_slice(extra);
     let mut guard = ChildGuard(memcached_command(&args).spawn().unwrap());
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
