@@ -4,8 +4,8 @@
 //! (≤ 1.15 × m + idle) is measured by `weft bench memory` in release; this test uses a looser
 //! bound so that it only catches a regression of the accounting. It runs at `-t 1`: with
 //! more processors glibc's per-thread arenas each keep their own holes and RSS goes past this
-//! bound although the count holds `-m` (measured here, debug, `-t 2`: 1.41 × m, at `-t 1` 1.135; release
-//! figures in `docs/notes/memcached-dropin.md`, "`-m`").
+//! bound although the count holds `-m` (measured here, debug: `-t 2` 1.41 × m, `-t 1`
+//! 1.135 × m; release figures in `docs/notes/memcached-dropin.md`, "`-m`").
 
 use std::process::Command;
 use std::time::Duration;

@@ -30,9 +30,9 @@
 //!
 //! Measured (`weft bench memory`, `-m 64`, random 100–50,000-byte values, 90 % sets; glibc,
 //! with the server's once-a-second `malloc_trim`; `docs/notes/memcached-dropin.md`, "`-m`"):
-//! peak RSS − idle RSS is 1.02–1.03 × `-m` at `-t 1` (memcached: 1.03), but 1.34–1.46 × `-m`
-//! at `-t 4`, where glibc gives each processor thread its own arena and the holes are paid
-//! per arena. The count holds `-m` exactly; the RSS above it is the allocator's.
+//! peak RSS − idle RSS is 1.02–1.03 × `-m` at `-t 1` (memcached: 1.03), but 1.34–1.46 ×
+//! `-m` at `-t 4`, where glibc gives each processor thread its own arena and the holes are
+//! paid per arena. The count holds `-m` exactly; the RSS above it is the allocator's.
 //!
 //! `stats` `bytes` is memcached's: the sum of the items' memcached sizes (`ITEM_ntotal`,
 //! [`classes::item_bytes`]), always below the charges; `stats slabs` `total_malloced` is the
