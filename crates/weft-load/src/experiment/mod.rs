@@ -480,9 +480,9 @@ pub fn plan(kind: Kind, settings: &Settings, notes: &mut Vec<String>) -> Vec<Swe
         Kind::Memcached => sweeps.push(memcached(
             0.03,
             mc_rates(Rates {
-                from: 20_000.0,
-                to: 200_000.0,
-                step: 20_000.0,
+                from: 10_000.0,
+                to: 130_000.0,
+                step: 10_000.0,
             }),
             "memcached",
             notes,
@@ -490,7 +490,7 @@ pub fn plan(kind: Kind, settings: &Settings, notes: &mut Vec<String>) -> Vec<Swe
         Kind::Updates => {
             let rates = mc_rates(Rates {
                 from: 20_000.0,
-                to: 160_000.0,
+                to: 140_000.0,
                 step: 20_000.0,
             });
             for (i, ratio) in [0.03, 0.05, 0.10, 0.50].into_iter().enumerate() {
@@ -514,10 +514,11 @@ pub fn plan(kind: Kind, settings: &Settings, notes: &mut Vec<String>) -> Vec<Swe
         Kind::Quick => {
             sweeps.push(memcached(
                 0.03,
+                // The last point is past memcached -t 1's peak at 15,360 connections.
                 mc_rates(Rates {
                     from: 20_000.0,
                     to: 140_000.0,
-                    step: 30_000.0,
+                    step: 40_000.0,
                 }),
                 "memcached",
                 notes,

@@ -233,6 +233,8 @@ pub fn memcached_flags(port: &str, memory_mb: u32, connections: u32) -> Vec<Stri
         .to_vec();
     flags.extend(["-m".into(), memory_mb.to_string()]);
     flags.extend(["-c".into(), connections.to_string()]);
+    // The thesis's clients open 15,360 connections at once: a listen backlog that holds them.
+    flags.extend(["-b".into(), "16384".into()]);
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         flags.extend(["-u".into(), "root".into()]);
