@@ -330,24 +330,25 @@ fn cancelling_a_fiber_blocked_in_read_leaves_its_buffer_alone() {
                 // SAFETY: the reader holds nothing thread-bound across its blocking calls (a
                 // `ThreadId` is a plain value; the stream and flags are `Send + Sync`).
                 let builder = unsafe { weft::Builder::new().cluster(&c).migratable() };
-                builder.spawn(move || {
-                    let mut buf = [SENTINEL; 64];
-                    *reader_thread.lock().unwrap() = Some(std::thread::current().id());
-                    in_read.store(true, Ordering::SeqCst);
-                    let err = (&*client).read(&mut buf).unwrap_err();
-                    returned.store(true, Ordering::SeqCst);
-                    // Stay on this stack frame while the peer writes: a read still in flight
-                    // would land in `buf` now.
-                    while !peer_wrote.load(Ordering::SeqCst) {
-                        weft::yield_now();
-                    }
-                    let t = Instant::now();
-                    while t.elapsed() < Duration::from_millis(20) {
-                        weft::yield_now();
-                    }
-                    (err, buf)
-                })
-                .unwrap()
+                builder
+                    .spawn(move || {
+                        let mut buf = [SENTINEL; 64];
+                        *reader_thread.lock().unwrap() = Some(std::thread::current().id());
+                        in_read.store(true, Ordering::SeqCst);
+                        let err = (&*client).read(&mut buf).unwrap_err();
+                        returned.store(true, Ordering::SeqCst);
+                        // Stay on this stack frame while the peer writes: a read still in flight
+                        // would land in `buf` now.
+                        while !peer_wrote.load(Ordering::SeqCst) {
+                            weft::yield_now();
+                        }
+                        let t = Instant::now();
+                        while t.elapsed() < Duration::from_millis(20) {
+                            weft::yield_now();
+                        }
+                        (err, buf)
+                    })
+                    .unwrap()
             };
             while !in_read.load(Ordering::SeqCst) {
                 std::thread::yield_now();
