@@ -44,7 +44,7 @@ impl AccessLog {
     /// Appends one line.
     pub fn record(&self, entry: &Entry<'_>) {
         let line = format_line(entry, SystemTime::now());
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        let mut file = crate::fatal::lock(&self.file, "access log");
         // A full disk must not take the server down; the line is lost.
         let _ = file.write_all(line.as_bytes());
     }

@@ -175,7 +175,7 @@ impl FileCache {
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    crate::fatal::lock(m, "file cache shard")
 }
 
 /// Whether the entry's descriptor still has the identity it was opened with and a link.
@@ -290,6 +290,56 @@ mod tests {
             Ok(Lookup::File(f)) => f,
             _ => panic!("not a file"),
         }
+    }
+
+    const POISON_CHILD_ENV: &str = "WEFT_HTTP_POISON_CHILD";
+    const SERVED_FROM_POISONED: &str = "served from a poisoned cache shard";
+
+    /// Invariant violations stop the server: a cache shard poisoned by a panic while it was
+    /// held (its map half-updated) is never served from again; the next lookup aborts the
+    /// process with one clear line. The abort must not take the harness down, so the scenario
+    /// runs in a child process (this test binary again, with an environment variable).
+    #[test]
+    fn a_shard_poisoned_by_a_panic_aborts_the_next_lookup() {
+        if std::env::var_os(POISON_CHILD_ENV).is_some() {
+            let (_dir, root) = setup();
+            let cache = FileCache::new(100, 1024);
+            let _ = file(cache.lookup(&root, b"a.html"));
+            std::thread::scope(|s| {
+                let joined = s
+                    .spawn(|| {
+                        let _held: Vec<_> = cache.shards.iter().map(|m| m.lock()).collect();
+                        panic!("an invariant broke while the shards were held");
+                    })
+                    .join();
+                assert!(joined.is_err());
+            });
+            let _ = cache.lookup(&root, b"a.html");
+            println!("{SERVED_FROM_POISONED}");
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "cache::tests::a_shard_poisoned_by_a_panic_aborts_the_next_lookup",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(POISON_CHILD_ENV, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stdout.contains(SERVED_FROM_POISONED),
+            "served on: {stdout}"
+        );
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{stdout}{stderr}");
+        assert!(
+            stderr.contains("weft http: fatal: the file cache shard lock is poisoned"),
+            "{stderr}"
+        );
     }
 
     #[test]

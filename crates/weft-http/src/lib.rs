@@ -33,6 +33,7 @@ mod conditional;
 mod config;
 mod conn;
 mod date;
+mod fatal;
 mod range;
 mod request;
 mod response;

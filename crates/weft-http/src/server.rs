@@ -205,10 +205,7 @@ impl Server {
         {
             let mut requested = lock(&shared.shutdown_requested);
             while !*requested {
-                requested = shared
-                    .shutdown_cv
-                    .wait(requested)
-                    .unwrap_or_else(|p| p.into_inner());
+                requested = crate::fatal::wait(&shared.shutdown_cv, requested, "shutdown flag");
             }
         }
         shared.draining.store(true, Ordering::SeqCst);
@@ -317,7 +314,7 @@ fn refuse(shared: &Arc<Shared>, stream: TcpStream) {
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    crate::fatal::lock(m, "server state")
 }
 
 fn set_defer_accept(listener: &TcpListener, secs: u32) -> io::Result<()> {
