@@ -86,6 +86,17 @@ fn fileset_then_static_experiment_writes_results_and_plots() {
     }
     let csv = std::fs::read_to_string(out_dir.join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), 3, "{csv}");
+    // One report per run: what ran, on what kernel, with which commit, every plot inline.
+    let report = std::fs::read_to_string(out_dir.join("report.html")).expect("report.html");
+    for needle in [
+        "experiment static",
+        "kernel",
+        "commit",
+        "<img src=\"static-throughput.svg\">",
+        "<img src=\"static-errors.svg\">",
+    ] {
+        assert!(report.contains(needle), "{needle} missing from report.html");
+    }
     std::fs::remove_dir_all(&out_dir).unwrap();
 }
 

@@ -30,7 +30,8 @@ each on a free port on \
 127.0.0.1. With 2 or more CPUs the server runs on CPU 0 and the load generator on CPU 1. \
 Ctrl-C stops the run, kills every process it started, and still writes what was measured.
 
-Writes OUT/results.json, OUT/results.csv, OUT/<experiment>-*.svg and OUT/logs/ (server output).")]
+Writes OUT/report.html (what ran, machine, kernel, commit, every plot), OUT/results.json, \
+OUT/results.csv, OUT/<experiment>-*.svg and OUT/logs/ (server output).")]
 pub struct ExperimentArgs {
     /// Which experiment.
     #[arg(value_enum)]
@@ -142,7 +143,14 @@ pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
     let outcome = experiment::run_sweeps(&settings, &sweeps, &interrupted, &mut points);
     let mut files = output::write_raw(&settings.out, &points)?;
     if !points.is_empty() {
-        files.extend(output::write_plots(&settings.out, &points)?);
+        let plots = output::write_plots(&settings.out, &points)?;
+        let info = output::RunInfo {
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            seconds: started.elapsed().as_secs_f64(),
+            notes: notes.clone(),
+        };
+        files.push(output::write_report(&settings.out, &points, &plots, &info)?);
+        files.extend(plots);
         println!("{}", output::summary(&points));
     }
     for note in &notes {

@@ -275,3 +275,108 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// What a run was, for its `report.html`: the command, the machine and the build.
+#[derive(Debug, Clone, Default)]
+pub struct RunInfo {
+    /// The command line as typed.
+    pub command: String,
+    /// Seconds the run took.
+    pub seconds: f64,
+    /// Notes the run printed (skipped servers, …).
+    pub notes: Vec<String>,
+}
+
+/// Escapes text for HTML.
+fn html(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The first line of `program args…`'s output, or "unknown".
+fn first_line_of(program: &str, args: &[&str]) -> String {
+    std::process::Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Writes OUT/report.html: what ran, on what machine and kernel, with which commit, the
+/// summary table and every plot inline.
+pub fn write_report(
+    out: &Path,
+    points: &[Point],
+    plots: &[PathBuf],
+    info: &RunInfo,
+) -> anyhow::Result<PathBuf> {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = first_line_of("uname", &["-srm"]);
+    let commit = first_line_of("git", &["describe", "--always", "--dirty", "--abbrev=12"]);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>weft experiment</title>\
+         <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}\
+         td,th{{padding:2px 8px;text-align:right}}pre{{background:#f4f4f4;padding:8px}}\
+         img{{max-width:100%}}.info td,.info th{{text-align:left}}</style></head><body>"
+    );
+    let _ = writeln!(s, "<h1>weft experiment</h1>");
+    let _ = writeln!(
+        s,
+        "<table class=\"info\">\
+         <tr><th>command</th><td><code>{}</code></td></tr>\
+         <tr><th>commit</th><td>{}</td></tr>\
+         <tr><th>weft</th><td>{}</td></tr>\
+         <tr><th>kernel</th><td>{}</td></tr>\
+         <tr><th>machine</th><td>{} × {}</td></tr>\
+         <tr><th>took</th><td>{:.0} s, {} points</td></tr></table>",
+        html(&info.command),
+        html(&commit),
+        env!("CARGO_PKG_VERSION"),
+        html(&kernel),
+        cpus,
+        html(&cpu),
+        info.seconds,
+        points.len()
+    );
+    let _ = writeln!(
+        s,
+        "<p>Servers on CPU 0, the load generator on CPU 1 (when there are two CPUs). Each plot: \
+         the median of the runs as a line, min–max as a band; p99 on a log scale. Raw points: \
+         <a href=\"results.csv\">results.csv</a>, <a href=\"results.json\">results.json</a>.</p>"
+    );
+    for note in &info.notes {
+        let _ = writeln!(s, "<p>note: {}</p>", html(note));
+    }
+    for plot in plots {
+        if let Some(name) = plot.file_name().and_then(|n| n.to_str()) {
+            let _ = writeln!(s, "<h2>{}</h2><img src=\"{}\">", html(name), html(name));
+        }
+    }
+    let _ = writeln!(
+        s,
+        "<h2>Summary</h2><pre>{}</pre></body></html>",
+        html(&summary(points))
+    );
+    let path = out.join("report.html");
+    std::fs::write(&path, s).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
