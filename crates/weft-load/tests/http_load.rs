@@ -81,6 +81,7 @@ fn config(server: String) -> Config {
         source: Source::Urls(urls()),
         session_rate: 400.0,
         connections: 0,
+        persistent: false,
         requests_per_session: 2,
         think: Duration::ZERO,
         duration: Duration::from_millis(500),
@@ -162,4 +163,24 @@ fn past_saturation_replies_are_the_capacity_and_the_run_ends_on_time() {
         report.unsent == 0,
         "one-request sessions are sent when they start"
     );
+}
+
+/// Open loop over persistent keep-alive connections (wrk2's and the C generator's http mode):
+/// the rate is reached on the given connections, without errors.
+#[test]
+fn persistent_open_loop_reaches_its_rate_on_its_connections() {
+    let mut cfg = config(fake_server(200, false));
+    cfg.persistent = true;
+    cfg.connections = 8;
+    cfg.session_rate = 1000.0;
+    cfg.requests_per_session = 1;
+    let report = http::run(&cfg).unwrap();
+    assert_eq!(report.errors_total, 0, "{report:?}");
+    // 1000/s for 0.5 s: ~500 requests (Poisson, so not exact).
+    assert!(
+        report.replies > 300 && report.replies < 700,
+        "{} replies: {report:?}",
+        report.replies
+    );
+    assert!(report.latency_us.p50 > 0, "{report:?}");
 }

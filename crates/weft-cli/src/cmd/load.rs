@@ -46,7 +46,13 @@ struct HttpArgs {
     /// 0 = closed loop: --connections keep-alive connections sending back to back (like wrk).
     #[arg(long)]
     rate: Option<f64>,
-    /// Connections of the closed loop (--rate 0).
+    /// Open loop over --connections persistent keep-alive connections instead of httperf's
+    /// sessions: --rate requests/s, Poisson, each sent on a random connection, one request
+    /// outstanding per connection (like wrk2 and benches/openloop). Replies/s counts what came
+    /// back inside the window; latency runs from each request's intended time.
+    #[arg(long)]
+    persistent: bool,
+    /// Connections of the closed loop (--rate 0) or of --persistent.
     #[arg(long, default_value_t = 32)]
     connections: usize,
     /// Requests in each session, sent one after another on its connection.
@@ -201,6 +207,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
                 source,
                 session_rate,
                 connections: a.connections,
+                persistent: a.persistent,
                 requests_per_session: a.requests_per_session,
                 think: Duration::from_millis(a.think_time),
                 duration: Duration::from_secs_f64(a.duration),

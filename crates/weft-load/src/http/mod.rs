@@ -46,8 +46,12 @@ pub struct Config {
     /// Sessions started per second; 0 = closed loop: `connections` keep-alive connections
     /// each sending its next request as soon as the last reply arrives (like wrk).
     pub session_rate: f64,
-    /// Connections of the closed loop (ignored when `session_rate` > 0).
+    /// Connections of the closed loop, or of the persistent open loop.
     pub connections: usize,
+    /// Open loop over `connections` persistent keep-alive connections (like the C
+    /// generator's http mode and wrk2) instead of httperf's sessions: `session_rate` ×
+    /// `requests_per_session` requests/s, Poisson, each sent on a random connection, depth 1.
+    pub persistent: bool,
     pub requests_per_session: usize,
     pub think: Duration,
     pub duration: Duration,
@@ -65,7 +69,7 @@ impl Config {
         if !(self.session_rate >= 0.0 && self.session_rate.is_finite()) {
             bail!("the rate must be a number >= 0 (0 = closed loop over --connections)");
         }
-        if self.session_rate == 0.0 && self.connections == 0 {
+        if (self.session_rate == 0.0 || self.persistent) && self.connections == 0 {
             bail!("a closed loop (rate 0) needs --connections >= 1");
         }
         if self.requests_per_session == 0 {
@@ -184,6 +188,9 @@ fn drive(
     names: Names,
     max_sessions: usize,
 ) -> anyhow::Result<Report> {
+    if config.persistent && config.session_rate > 0.0 {
+        return persistent_open_loop(config, addr, names);
+    }
     let start = Instant::now() + Duration::from_millis(20);
     let plan = Arc::new(SessionPlan {
         addr,
@@ -204,6 +211,7 @@ fn drive(
     if config.session_rate == 0.0 {
         return closed_loop(config, plan, start);
     }
+
     let mut schedule = Poisson::new(config.session_rate, start, &mut rng);
     let mut measured_cpu = None;
     let mut index = 0u64;
@@ -273,6 +281,113 @@ fn closed_loop(config: &Config, plan: Arc<SessionPlan>, start: Instant) -> anyho
     let _ = weft::sleep_until(plan.end);
     let cpu_used = cpu::process_cpu_time() - cpu_before;
     let wall = wall_before.elapsed();
+    for f in fibers {
+        let _ = f.join();
+    }
+    Ok(report(config, &plan, cpu_used, wall))
+}
+
+/// Open loop over `connections` keep-alive connections opened before the schedule starts:
+/// one Poisson process of the whole rate, each arrival handed to a random connection's fiber
+/// (superposition: the same load as a process of rate/N per connection). The dispatcher polls
+/// (yields) when the next arrival is within 100 µs, as the memcached generator does.
+fn persistent_open_loop(config: &Config, addr: SocketAddr, names: Names) -> anyhow::Result<Report> {
+    use weft::sync::channel::{self, TrySendError};
+    const SPIN: Duration = Duration::from_micros(100);
+    // Connect every connection first, in parallel.
+    let connecting: Vec<_> = (0..config.connections)
+        .map(|_| {
+            weft::Builder::new()
+                .stack_size(crate::memcached::connection::FIBER_STACK_BYTES)
+                .spawn(move || {
+                    let s = weft::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+                    s.set_nodelay(true)?;
+                    Ok::<_, std::io::Error>(s)
+                })
+        })
+        .collect::<Result<_, _>>()
+        .context("spawning connect fibers")?;
+    let errors = ErrorCounters::default();
+    let mut streams = Vec::with_capacity(config.connections);
+    for c in connecting {
+        match c.join() {
+            Ok(Ok(s)) => streams.push(s),
+            Ok(Err(e)) => errors.count(&e),
+            Err(_) => {
+                errors.other.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    if streams.is_empty() {
+        bail!("no connection to {} could be opened", config.server);
+    }
+    let start = Instant::now() + Duration::from_millis(20);
+    let plan = Arc::new(SessionPlan {
+        addr,
+        host: config.server.clone(),
+        names,
+        requests_per_session: 1,
+        think: Duration::ZERO,
+        timeout: config.timeout,
+        count_from: start + config.warmup,
+        end: start + config.warmup + config.duration,
+        recorder: Recorder::new(),
+        errors,
+        bytes: AtomicU64::new(0),
+    });
+    let mut feeds = Vec::with_capacity(streams.len());
+    let mut fibers = Vec::with_capacity(streams.len());
+    for (i, stream) in streams.into_iter().enumerate() {
+        let (tx, rx) = channel::bounded::<Instant>(64);
+        feeds.push(tx);
+        let plan = plan.clone();
+        let seed = config.seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        fibers.push(
+            weft::Builder::new()
+                .stack_size(crate::memcached::connection::FIBER_STACK_BYTES)
+                .spawn(move || {
+                    session::run_fed(&plan, stream, rx, &mut SmallRng::seed_from_u64(seed))
+                })
+                .context("spawning a connection fiber")?,
+        );
+    }
+    let mut rng = SmallRng::seed_from_u64(config.seed ^ 0xd15_9a7c);
+    let rate = config.session_rate * config.requests_per_session as f64;
+    let mut schedule = Poisson::new(rate, start, &mut rng);
+    let mut measured_cpu = None;
+    let mut unsent = 0u64;
+    let mut next = schedule.next(&mut rng);
+    while next < plan.end {
+        let now = Instant::now();
+        if measured_cpu.is_none() && now >= plan.count_from {
+            measured_cpu = Some((cpu::process_cpu_time(), now));
+        }
+        if next > now {
+            if next - now <= SPIN {
+                weft::yield_now();
+            } else if weft::sleep_until(next - SPIN / 2).is_err() {
+                break;
+            }
+            continue;
+        }
+        let feed = &feeds[rand::Rng::random_range(&mut rng, 0..feeds.len())];
+        match feed.try_send(next) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => unsent += u64::from(plan.counts(next)),
+            Err(_) => {
+                if plan.counts(next) {
+                    plan.errors.other.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        next = schedule.next(&mut rng);
+    }
+    let (cpu_before, wall_before) =
+        measured_cpu.unwrap_or((cpu::process_cpu_time(), Instant::now()));
+    let cpu_used = cpu::process_cpu_time() - cpu_before;
+    let wall = wall_before.elapsed();
+    plan.recorder.with(|t| t.unsent += unsent);
+    drop(feeds);
     for f in fibers {
         let _ = f.join();
     }

@@ -105,7 +105,8 @@ pub struct SessionPlan {
 }
 
 impl SessionPlan {
-    fn counts(&self, t: Instant) -> bool {
+    /// Whether a request intended at `t` is inside the measurement window.
+    pub fn counts(&self, t: Instant) -> bool {
         t >= self.count_from && t < self.end
     }
 }
@@ -148,6 +149,32 @@ pub fn run_closed(plan: &SessionPlan, rng: &mut SmallRng) {
             // Do not spin on a server that refuses.
             let _ = weft::sleep(Duration::from_millis(10));
         }
+    }
+}
+
+/// Open loop over one persistent keep-alive connection (depth 1): sends each arrival the
+/// dispatcher hands it, reads the reply, then takes the next; an arrival that finds the
+/// previous request unanswered waits, its latency still running from its intended time. Stops
+/// when the dispatcher closes the channel; arrivals left after the window are `unsent`. A
+/// failed exchange is counted and the connection reopened for the next arrival.
+pub fn run_fed(
+    plan: &SessionPlan,
+    stream: TcpStream,
+    arrivals: weft::sync::channel::Receiver<Instant>,
+    rng: &mut SmallRng,
+) {
+    let mut conn = Connection::new();
+    conn.stream = Some(stream);
+    while let Ok(intended) = arrivals.recv() {
+        if Instant::now() >= plan.end {
+            let mut unsent = u64::from(plan.counts(intended));
+            while let Ok(at) = arrivals.try_recv() {
+                unsent += u64::from(plan.counts(at));
+            }
+            plan.recorder.with(|t| t.unsent += unsent);
+            return;
+        }
+        conn.request(plan, rng, intended, plan.counts(intended), false);
     }
 }
 
