@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use corosensei::Coroutine;
 
 use super::core::{Fiber, FiberRef, FiberYielder, Placement, Task, EMPTY};
-use crate::loom::AtomicU8;
 use super::local::LocalMap;
+use crate::loom::AtomicU8;
 use crate::park::{park, Parked, Unparker};
 use crate::runtime::{self, Cluster};
 use crate::sched::Origin;
