@@ -33,6 +33,14 @@ pub struct LoadBenchArgs {
         default_value = "20000,50000,80000,110000,0"
     )]
     cpu_rates: Vec<f64>,
+    /// Connections of the open-loop cross-check against benches/openloop/openloop.c (the
+    /// thesis's 15,360; needs `ulimit -n` of at least that plus 64, and cc). 0 skips it.
+    #[arg(long, default_value_t = 15_360)]
+    open_loop_connections: usize,
+    /// Offered requests/s of the open-loop cross-check (a quarter to a half of memcached
+    /// -t 1's peak at 15,360 connections on a 2-core VM).
+    #[arg(long, default_value_t = 50_000.0)]
+    open_loop_qps: f64,
     /// Print one JSON object per comparison.
     #[arg(long)]
     json: bool,
@@ -62,6 +70,7 @@ pub fn run(args: &LoadBenchArgs) -> anyhow::Result<()> {
         match (process::find_program("memcached"), process::find_program("memcaslap")) {
             (Some(mc), Some(slap)) => {
                 memcached_vs_memcaslap(args, &exe, &mc, &slap, &work, &interrupted)?;
+                open_loop_vs_openloop_c(args, &exe, &mc, &work, &interrupted)?;
                 generator_cpu(args, &exe, &mc, &work, &interrupted)?;
             }
             _ => println!(
@@ -349,14 +358,41 @@ impl MemcachedLoad<'_> {
     }
 }
 
-/// Runs `exe load memcached ... --json` pinned to `cpu` and parses its report.
+/// Runs `exe load memcached ... --json` pinned to `cpu` and parses its report. The open-loop
+/// dispatcher sleeps between arrivals (`--spin-us 0`) so the generator's CPU per request
+/// means what it did before it learnt to poll; [`memcached_report_polling`] lets it poll.
 pub(super) fn memcached_report(
     exe: &Path,
     load: &MemcachedLoad<'_>,
     cpu: Option<usize>,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<weft_load::memcached::Report> {
-    let mut args: Vec<String> = vec!["load".into(), "memcached".into()];
+    memcached_report_spin(exe, load, cpu, interrupted, 0)
+}
+
+/// [`memcached_report`] with the generator's default polling (for latency, not CPU).
+fn memcached_report_polling(
+    exe: &Path,
+    load: &MemcachedLoad<'_>,
+    cpu: Option<usize>,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<weft_load::memcached::Report> {
+    memcached_report_spin(exe, load, cpu, interrupted, 100)
+}
+
+fn memcached_report_spin(
+    exe: &Path,
+    load: &MemcachedLoad<'_>,
+    cpu: Option<usize>,
+    interrupted: &AtomicBool,
+    spin_us: u64,
+) -> anyhow::Result<weft_load::memcached::Report> {
+    let mut args: Vec<String> = vec![
+        "load".into(),
+        "memcached".into(),
+        "--spin-us".into(),
+        spin_us.to_string(),
+    ];
     for (flag, value) in [
         ("--server", format!("127.0.0.1:{}", load.port)),
         ("--connections", load.connections.to_string()),
@@ -457,4 +493,129 @@ fn report_pair(
             reference_rates.len()
         );
     }
+}
+
+/// The open-loop cross-check (issue 21 item 2): `weft load memcached` and the independent C
+/// generator (benches/openloop/openloop.c, built here with cc) against the same memcached
+/// -t 1, at `--open-loop-connections` and `--open-loop-qps`, alternating, `--runs` each;
+/// prints p50 / p99 / p999 min–median–max for both and the ratio of the median p99s.
+fn open_loop_vs_openloop_c(
+    args: &LoadBenchArgs,
+    exe: &Path,
+    mc: &Path,
+    work: &Path,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<()> {
+    if args.open_loop_connections == 0 {
+        return Ok(());
+    }
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benches/openloop/openloop.c");
+    let binary = work.join("openloop");
+    let built = std::process::Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .args(["-lpthread", "-lm"])
+        .status();
+    if !matches!(built, Ok(s) if s.success()) {
+        println!(
+            "skipped: the open-loop cross-check needs cc and {} (a source checkout)",
+            source.display()
+        );
+        return Ok(());
+    }
+    weft_load::limits::raise_nofile(args.open_loop_connections as u64 + 64)?;
+    let conns = args.open_loop_connections.to_string();
+    // -c: room for every connection (memcached_flags' connection limit).
+    let port2 = process::free_port()?;
+    let mc_args = process::memcached_flags(&port2.to_string(), 1024, 20_000);
+    let mut server = Running::start(
+        "memcached-open-loop",
+        mc,
+        &mc_args,
+        process::server_and_load_cpus().0,
+        work.join("memcached-open-loop.log"),
+    )?;
+    server.wait_for_port(([127, 0, 0, 1], port2).into(), Duration::from_secs(10))?;
+    let load_cpu = process::server_and_load_cpus().1;
+    let limit = Duration::from_secs_f64(args.duration + 120.0);
+    let (mut c_p, mut w_p) = ([vec![], vec![], vec![]], [vec![], vec![], vec![]]);
+    for _ in 0..args.runs {
+        let out = process::run_to_end(
+            &binary,
+            &[
+                "--proto".into(),
+                "mc".into(),
+                "--server".into(),
+                format!("127.0.0.1:{port2}"),
+                "--connections".into(),
+                conns.clone(),
+                "--qps".into(),
+                args.open_loop_qps.to_string(),
+                "--duration".into(),
+                args.duration.ceil().to_string(),
+                "--warmup".into(),
+                "2".into(),
+                "--value-size".into(),
+                "200".into(),
+            ],
+            load_cpu,
+            interrupted,
+            limit,
+        )?;
+        let v: serde_json::Value = serde_json::from_str(out.trim().lines().last().unwrap_or(""))
+            .with_context(|| format!("parsing openloop's output: {out}"))?;
+        for (i, key) in ["p50_us", "p99_us", "p999_us"].into_iter().enumerate() {
+            c_p[i].push(v[key].as_f64().unwrap_or(f64::NAN));
+        }
+        let load = MemcachedLoad {
+            port: port2,
+            connections: args.open_loop_connections,
+            qps: args.open_loop_qps,
+            depth: 1,
+            update_ratio: 0.03,
+            value_size: "fixed:200",
+            keys: 10_000,
+            duration_s: args.duration.ceil(),
+            warmup_s: 2.0,
+        };
+        let r = memcached_report_polling(exe, &load, load_cpu, interrupted)?;
+        for (i, x) in [r.latency_us.p50, r.latency_us.p99, r.latency_us.p999]
+            .into_iter()
+            .enumerate()
+        {
+            w_p[i].push(x as f64);
+        }
+    }
+    server.stop();
+    let mmm = |v: &mut Vec<f64>| weft_load::experiment::output::median_min_max(v);
+    let fmt = |(med, lo, hi): (f64, f64, f64)| {
+        format!("{:.2}–{:.2}–{:.2}", lo / 1000.0, med / 1000.0, hi / 1000.0)
+    };
+    let (c99, w99) = (mmm(&mut c_p[1]), mmm(&mut w_p[1]));
+    let ratio = w99.0 / c99.0;
+    if args.json {
+        println!(
+            "{{\"comparison\":\"memcached_open_loop\",\"connections\":{},\"qps\":{},\"openloop_p99_us\":{:.0},\"weft_p99_us\":{:.0},\"p99_ratio\":{ratio:.2},\"runs\":{}}}",
+            args.open_loop_connections, args.open_loop_qps, c99.0, w99.0, args.runs
+        );
+    } else {
+        println!(
+            "memcached_open_loop ({} connections, {:.0} req/s, ms min–median–max of {}):",
+            args.open_loop_connections, args.open_loop_qps, args.runs
+        );
+        for (name, p) in [("openloop.c", &mut c_p), ("weft load memcached", &mut w_p)] {
+            println!(
+                "  {name:<20} p50 {}  p99 {}  p999 {}",
+                fmt(mmm(&mut p[0])),
+                fmt(mmm(&mut p[1])),
+                fmt(mmm(&mut p[2]))
+            );
+        }
+        println!(
+            "  weft's median p99 / openloop.c's: {ratio:.2} (within 2x: {})",
+            ratio <= 2.0
+        );
+    }
+    Ok(())
 }
