@@ -137,15 +137,7 @@ pub fn drive(stream: TcpStream, index: usize, plan: Arc<Plan>, recorder: Arc<Rec
         } else {
             Instant::now()
         };
-        out.clear();
-        let get = rng.random::<f64>() >= plan.update_ratio;
-        let key = keys.sample(&mut rng);
-        if get {
-            push_get(&mut out, key);
-        } else {
-            let len = plan.value_size.sample(&mut rng);
-            push_set(&mut out, key, &plan.filler[..len]);
-        }
+        let get = next_request(&mut out, &plan, &keys, &mut rng);
         if tx.send(Pending { intended, get }).is_err() {
             break;
         }
@@ -324,15 +316,7 @@ pub fn drive_fed(
             }
             break;
         }
-        out.clear();
-        let get = rng.random::<f64>() >= plan.update_ratio;
-        let key = keys.sample(&mut rng);
-        if get {
-            push_get(&mut out, key);
-        } else {
-            let len = plan.value_size.sample(&mut rng);
-            push_set(&mut out, key, &plan.filler[..len]);
-        }
+        let get = next_request(&mut out, plan, &keys, &mut rng);
         let pending = Pending { intended, get };
         // The generator's own lateness: how late a request that found its connection idle
         // goes out (one queued behind an unanswered request waits for the server).
@@ -454,4 +438,19 @@ fn tally(t: &mut Tally, reply: Reply, get: bool, latency: Duration, timeout: Dur
     if latency > timeout {
         t.timeouts += 1;
     }
+}
+
+/// Writes the next request of `plan` into `out` (cleared first): a `get` or, with the plan's
+/// update ratio, a `set` of a sampled size. Returns whether it is a `get`.
+fn next_request(out: &mut Vec<u8>, plan: &Plan, keys: &KeySampler, rng: &mut SmallRng) -> bool {
+    out.clear();
+    let get = rng.random::<f64>() >= plan.update_ratio;
+    let key = keys.sample(rng);
+    if get {
+        push_get(out, key);
+    } else {
+        let len = plan.value_size.sample(rng);
+        push_set(out, key, &plan.filler[..len]);
+    }
+    get
 }
