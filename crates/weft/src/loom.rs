@@ -7,23 +7,26 @@
 //!
 //! Modelled today: the run-queue ring (`sched::ring::loom`), the work-requesting slot
 //! (`sched::request::loom`), the park/unpark state word (`fiber::park_state::loom`) and the
-//! idle-sleep handshake (`runtime::idle::loom`). Not yet through the shim: the semaphore's
-//! state word and wait list (`sync::semaphore`, whose `const fn new` needs a `const` atomic
-//! loom does not have), the I/O operation protocol (`io::op`), the other `sync` types, and
+//! idle-sleep handshake (`runtime::idle::loom`) and the I/O operation protocol's state and result
+//! words (`io::op_state::loom`). Not yet through the shim: the semaphore's state word and wait
+//! list (`sync::semaphore`, whose `const fn new` needs a `const` atomic loom does not have),
+//! the other `sync` types, the epoll waiter table and the forwarded-cancel queue, and
 //! process-wide `static` counters (ids, statistics), which are not protocols.
 
 #[cfg(loom)]
 #[allow(unused_imports)]
 pub(crate) use loom::{
     cell::UnsafeCell,
-    sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering},
+    sync::atomic::{
+        fence, AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    },
     sync::{Arc, Mutex},
 };
 
 #[cfg(not(loom))]
 #[allow(unused_imports)]
 pub(crate) use std::sync::{
-    atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering},
+    atomic::{fence, AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering},
     Arc, Mutex,
 };
 

@@ -44,6 +44,7 @@
 
 pub(crate) mod driver;
 pub(crate) mod op;
+pub(crate) mod op_state;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};

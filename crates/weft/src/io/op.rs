@@ -25,17 +25,13 @@ use std::time::Instant;
 pub(crate) use super::driver::epoll::Registration;
 use super::driver::{Driver, DriverShared};
 use crate::fiber::{self, FiberRef};
+use crate::loom::{AtomicI32, AtomicU8};
 use crate::park::{park, Parked};
 use crate::runtime::processor;
 use crate::Cancelled;
-use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 
-/// The kernel (or readiness) has produced the result.
-pub(crate) const DONE: u8 = 1;
-/// The fiber asked for the operation to be cancelled.
-pub(crate) const CANCEL: u8 = 2;
-/// The driver has handled the cancel request.
-pub(crate) const ACK: u8 = 4;
+use super::op_state as protocol;
+pub(crate) use super::op_state::{ACK, DONE};
 
 /// Which way a readiness wait goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,16 +95,9 @@ impl Completion {
         // SAFETY: the caller promises the record is alive until the `fetch_or` below.
         let rec = unsafe { &*(record as *const Completion) };
         let waiter = rec.waiter.clone();
-        if let Some(r) = result {
-            rec.result.store(r, Ordering::Relaxed);
-        }
-        rec.state.fetch_or(bits, Ordering::AcqRel);
+        protocol::publish(&rec.state, &rec.result, result, bits);
         // From here on the record may be gone.
         waiter.unpark();
-    }
-
-    fn finished(state: u8) -> bool {
-        state & DONE != 0 && (state & CANCEL == 0 || state & ACK != 0)
     }
 
     /// The fiber's side: parks until the operation is over (see the module docs). Returns the
@@ -116,8 +105,8 @@ impl Completion {
     pub(crate) fn wait(&self, deadline: Option<Instant>) -> io::Result<i32> {
         let mut gave_up = None;
         loop {
-            let state = self.state.load(Ordering::Acquire);
-            if Self::finished(state) {
+            let state = protocol::load(&self.state);
+            if protocol::finished(state) {
                 break;
             }
             if gave_up.is_some() {
@@ -131,17 +120,13 @@ impl Completion {
                 Parked::Cancelled => GaveUp::Cancelled,
             };
             gave_up = Some(why);
-            if self
-                .state
-                .compare_exchange(0, CANCEL, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
+            if !protocol::claim_cancel(&self.state) {
                 // DONE already: nothing to cancel.
                 continue;
             }
             self.send_cancel();
         }
-        let result = self.result.load(Ordering::Relaxed);
+        let result = protocol::result(&self.result);
         match gave_up {
             Some(why) if result == -libc::ECANCELED || result == -libc::EINTR => Err(match why {
                 GaveUp::TimedOut => timed_out(),
@@ -157,11 +142,7 @@ impl Completion {
     ///
     /// [`wait`]: Completion::wait
     pub(crate) fn cancel_now(&self) {
-        if self
-            .state
-            .compare_exchange(0, CANCEL, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
+        if protocol::claim_cancel(&self.state) {
             self.send_cancel();
         }
     }
@@ -446,6 +427,7 @@ pub(crate) unsafe fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::op_state::CANCEL;
     use crate::io::driver::uring::Uring;
     use crate::io::driver::{DriverShared, PollMode, Waker};
     use crate::io::IoBackend;
@@ -483,7 +465,7 @@ mod tests {
                 shared.request_cancel(&record);
                 for tick in 1..=64u64 {
                     ring.poll(tick, PollMode::Busy);
-                    if record.state.load(Ordering::Acquire) & ACK != 0 {
+                    if protocol::load(&record.state) & ACK != 0 {
                         return;
                     }
                 }
