@@ -427,9 +427,9 @@ pub(crate) unsafe fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::op_state::CANCEL;
     use crate::io::driver::uring::Uring;
     use crate::io::driver::{DriverShared, PollMode, Waker};
+    use crate::io::op_state::CANCEL;
     use crate::io::IoBackend;
 
     /// The race of a forwarded cancel: the fiber marked its operation `CANCEL` from another
