@@ -6,22 +6,44 @@
 //!
 //! Every measurement is repeated `--runs` times alternating the servers, and the median is
 //! reported, so that a burst of noise on the machine hits both alike.
+//!
+//! With `--open-loop F1,F2,...` it measures instead memcached's closed-loop peak at
+//! `--connections`, then both servers open loop at each fraction of that peak (the generator
+//! polling, as for latency), and prints p50/p99/p999 and req/s side by side as min–median–max
+//! over the runs.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use anyhow::{bail, Context};
+use clap::builder::TypedValueParser as _;
 use clap::Args;
 use weft_load::experiment::process::{self, Running};
 use weft_load::memcached::Report;
 
-use super::load_bench::{memcached_report, start_memcached_like, MemcachedLoad};
+use super::load_bench::{
+    memcached_report, memcached_report_polling, raise_nofile_limit, start_memcached_like,
+    MemcachedLoad,
+};
+
+/// The most client connections (the thesis's 15,360).
+const MAX_CONNECTIONS: usize = 15_360;
 
 #[derive(Debug, Args)]
 pub struct MemcachedBenchArgs {
-    /// Client connections.
-    #[arg(long, default_value_t = 32)]
+    /// Client connections (at most 15,360; the open-file limit is raised to its hard limit).
+    #[arg(long, default_value_t = 32,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_CONNECTIONS as u64)
+              .map(|n| n as usize))]
     connections: usize,
+    /// Open-loop mode: comma-separated fractions of memcached's closed-loop peak at
+    /// --connections (e.g. 0.25,0.5,0.75). The peak is measured first (median of --runs), then
+    /// both servers are loaded open loop at each fraction, alternating per run, and a table
+    /// gives for each fraction and server the offered and actual req/s and p50 / p99 / p999
+    /// latency in ms as min–median–max over the runs. Without it: the peak / p99-at-80 %
+    /// comparison.
+    #[arg(long, value_name = "FRACTIONS", value_delimiter = ',', value_parser = parse_fraction)]
+    open_loop: Vec<f64>,
     /// Requests outstanding per connection in the closed-loop (peak) runs.
     #[arg(long, default_value_t = 1)]
     depth: usize,
@@ -72,6 +94,82 @@ fn median(mut v: Vec<f64>) -> f64 {
     weft_load::experiment::output::median_min_max(&mut v).0
 }
 
+/// The median of `v`.
+pub(super) fn median_of(v: &[f64]) -> f64 {
+    median(v.to_vec())
+}
+
+pub(super) fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 2.0 => Ok(f),
+        _ => Err(format!("'{s}' is not a fraction of the peak in (0, 2]")),
+    }
+}
+
+/// One server's run at one open-loop rate, as the open-loop tables show it.
+pub(super) struct OpenLoopSample {
+    /// Replies per second inside the window.
+    pub actual: f64,
+    pub latency: weft_load::latency::LatencySummary,
+    /// The generator's send lag p99 (µs), where it reports one.
+    pub lag_p99_us: Option<f64>,
+    pub saturated: bool,
+}
+
+/// The header of the open-loop table (markdown), shared by `bench memcached` and `bench http`.
+pub(super) fn open_loop_header() -> String {
+    "| fraction | offered req/s | server | actual req/s | p50 ms | p99 ms | p999 ms | generator \
+     send lag p99 ms |\n|---|---|---|---|---|---|---|---|"
+        .to_owned()
+}
+
+/// One row: `samples` are one server's runs at `fraction` of the peer's peak (`offered`/s).
+pub(super) fn open_loop_row(
+    fraction: f64,
+    offered: f64,
+    server: &str,
+    samples: &[OpenLoopSample],
+) -> String {
+    let col = |f: &dyn Fn(&OpenLoopSample) -> f64, scale: f64, decimals: usize| {
+        spread(&samples.iter().map(f).collect::<Vec<_>>(), scale, decimals)
+    };
+    let lag = if samples.iter().all(|s| s.lag_p99_us.is_some()) {
+        col(&|s| s.lag_p99_us.unwrap_or(0.0), 1e-3, 2)
+    } else {
+        "-".to_owned()
+    };
+    format!(
+        "| {fraction} | {offered:.0} | {server} | {} | {} | {} | {} | {lag} |",
+        col(&|s| s.actual, 1.0, 0),
+        col(&|s| s.latency.p50 as f64, 1e-3, 3),
+        col(&|s| s.latency.p99 as f64, 1e-3, 2),
+        col(&|s| s.latency.p999 as f64, 1e-3, 2),
+    )
+}
+
+/// The lines under the open-loop table.
+pub(super) fn open_loop_footer(saturated: bool) -> String {
+    let mut s = "(min–median–max over the runs where they differ)".to_owned();
+    if saturated {
+        s.push_str(
+            "\nnote: the load generator was saturated in some run: the latencies there may be \
+             its own",
+        );
+    }
+    s
+}
+
+/// `min–median–max` of `v` scaled by `scale`, with `decimals`; one value when all agree.
+fn spread(v: &[f64], scale: f64, decimals: usize) -> String {
+    let mut v: Vec<f64> = v.iter().map(|x| x * scale).collect();
+    let (med, lo, hi) = weft_load::experiment::output::median_min_max(&mut v);
+    if lo == hi {
+        format!("{med:.decimals$}")
+    } else {
+        format!("{lo:.decimals$}–{med:.decimals$}–{hi:.decimals$}")
+    }
+}
+
 pub fn run(args: &MemcachedBenchArgs) -> anyhow::Result<()> {
     if args.runs == 0 || args.duration <= 0.0 || args.connections == 0 || args.depth == 0 {
         bail!("--runs, --duration, --connections and --depth must be > 0");
@@ -83,6 +181,14 @@ pub fn run(args: &MemcachedBenchArgs) -> anyhow::Result<()> {
         )?,
     };
     let exe = std::env::current_exe().context("finding the weft executable")?;
+    let limit = raise_nofile_limit();
+    if (limit as usize) < 2 * args.connections + 256 {
+        eprintln!(
+            "note: the open-file limit is {limit} (hard limit); {} connections need about {}",
+            args.connections,
+            2 * args.connections + 256
+        );
+    }
     let work = std::env::temp_dir().join(format!("weft-bench-memcached-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
     let interrupted = weft_load::experiment::interrupt_flag()?;
@@ -108,8 +214,8 @@ fn compare(
         .map(|pct| super::cpu_limit::CpuLimit::new("weft-bench-memcached", pct))
         .transpose()?;
     let servers = [
-        start_memcached_like("weft", exe, &weft_prefix, work)?,
-        start_memcached_like("memcached", memcached, &[], work)?,
+        start_memcached_like("weft", exe, &weft_prefix, work, args.connections)?,
+        start_memcached_like("memcached", memcached, &[], work, args.connections)?,
     ];
     if let Some(limit) = &cpu_limit {
         for (server, _) in &servers {
@@ -119,6 +225,9 @@ fn compare(
             "servers capped together at {} % of their core (cgroup CPU quota, 10 ms period)",
             args.server_cpu_pct.unwrap_or(100)
         );
+    }
+    if !args.open_loop.is_empty() {
+        return open_loop(args, exe, &servers, interrupted);
     }
     println!(
         "weft memcached vs memcached, -t 1 each, pinned to CPU 0; load from CPU 1: {} connections, \
@@ -183,7 +292,8 @@ fn measure(
     let mut runs: [Vec<(Report, f64)>; 2] = Default::default();
     for _ in 0..args.runs {
         for (i, (server, port)) in servers.iter().enumerate() {
-            let (report, cpu_us) = one_run(args, exe, server, *port, qps, depth, interrupted)?;
+            let (report, cpu_us) =
+                one_run(args, exe, server, *port, qps, depth, false, interrupted)?;
             if args.json {
                 println!(
                     "{}",
@@ -206,7 +316,97 @@ fn measure(
     }))
 }
 
+/// The open-loop mode: memcached's closed-loop peak at `--connections`, then both servers at
+/// each `--open-loop` fraction of it, alternating per run; prints the side-by-side table.
+fn open_loop(
+    args: &MemcachedBenchArgs,
+    exe: &Path,
+    servers: &[(Running, u16); 2],
+    interrupted: &AtomicBool,
+) -> anyhow::Result<()> {
+    let names = ["weft", "memcached"];
+    println!(
+        "weft memcached vs memcached, -t 1 each, pinned to CPU 0; load from CPU 1 (weft load \
+         memcached): {} connections, {:.0}% sets of {}, {} keys, {} run(s) of {} s per point",
+        args.connections,
+        args.update_ratio * 100.0,
+        args.value_size,
+        args.keys,
+        args.runs,
+        args.duration
+    );
+    let mut peaks = Vec::new();
+    for _ in 0..args.runs {
+        let (server, port) = &servers[1];
+        let (report, _) = one_run(
+            args,
+            exe,
+            server,
+            *port,
+            0.0,
+            args.depth,
+            false,
+            interrupted,
+        )?;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({"server": "memcached", "phase": "peak", "report": report})
+            );
+        }
+        peaks.push(report.actual_qps);
+    }
+    let peak = median(peaks.clone());
+    println!(
+        "memcached peak (closed loop, depth {}, {} connections): {} req/s",
+        args.depth,
+        args.connections,
+        spread(&peaks, 1.0, 0)
+    );
+    println!();
+    println!("{}", open_loop_header());
+    let mut saturated = false;
+    for &fraction in &args.open_loop {
+        let offered = (fraction * peak).round().max(1.0);
+        let mut runs: [Vec<Report>; 2] = Default::default();
+        for _ in 0..args.runs {
+            for (i, (server, port)) in servers.iter().enumerate() {
+                let (report, _) = one_run(args, exe, server, *port, offered, 1, true, interrupted)?;
+                if args.json {
+                    println!(
+                        "{}",
+                        serde_json::json!({
+                            "server": names[i],
+                            "phase": "open_loop",
+                            "fraction": fraction,
+                            "report": report,
+                        })
+                    );
+                }
+                runs[i].push(report);
+            }
+        }
+        for (i, rs) in runs.iter().enumerate() {
+            let samples: Vec<OpenLoopSample> = rs
+                .iter()
+                .map(|r| OpenLoopSample {
+                    actual: r.actual_qps,
+                    latency: r.latency_us,
+                    lag_p99_us: r.generator_send_lag_us.as_ref().map(|l| l.p99 as f64),
+                    saturated: r.generator_saturated,
+                })
+                .collect();
+            saturated |= samples.iter().any(|s| s.saturated);
+            println!("{}", open_loop_row(fraction, offered, names[i], &samples));
+        }
+    }
+    println!("{}", open_loop_footer(saturated));
+    Ok(())
+}
+
 /// One load run; returns the generator's report and the server's CPU µs per reply it sent.
+/// `poll`: the generator's dispatcher polls (latency) instead of sleeping (CPU per request).
+#[allow(clippy::too_many_arguments)]
 fn one_run(
     args: &MemcachedBenchArgs,
     exe: &Path,
@@ -214,6 +414,7 @@ fn one_run(
     port: u16,
     qps: f64,
     depth: usize,
+    poll: bool,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<(Report, f64)> {
     let load = MemcachedLoad {
@@ -230,7 +431,11 @@ fn one_run(
     let pid = server.pid();
     let before = weft_bench::echo::cpu::process_cpu_seconds(pid)?;
     let load_cpu = process::server_and_load_cpus().1;
-    let report = memcached_report(exe, &load, load_cpu, interrupted)?;
+    let report = if poll {
+        memcached_report_polling(exe, &load, load_cpu, interrupted)?
+    } else {
+        memcached_report(exe, &load, load_cpu, interrupted)?
+    };
     let cpu_s = weft_bench::echo::cpu::process_cpu_seconds(pid)? - before;
     let served = load.served(&report);
     Ok((report, cpu_s * 1e6 / served.max(1.0)))

@@ -8,6 +8,11 @@
 //! (c) `weft load http`, open loop, one request per session, at each `--rates` (past
 //!     saturation: how many replies and errors each server gives).
 //!
+//! With `--open-loop F1,F2,...` it measures instead nginx's closed-loop peak over
+//! `--connections` keep-alive connections (`weft load http --rate 0`, one 4 KiB file), then
+//! both servers open loop over as many persistent connections (`weft load http --persistent
+//! --rate R`) at each fraction of it, and prints p50/p99/p999 and req/s side by side.
+//!
 //! Every process started here is killed by PID when the benchmark ends (`ChildGuard`), also on
 //! SIGINT/SIGTERM: the flag they set kills the child running then and ends the benchmark.
 
@@ -36,12 +41,25 @@ pub struct HttpBenchArgs {
     duration: u64,
 
     /// Repetitions of each measurement (alternating servers); the median is reported.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, alias = "runs", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
 
-    /// Connections for the keep-alive 4 KiB measurement (a).
-    #[arg(long, default_value_t = 100)]
+    /// Connections for the keep-alive 4 KiB measurement (a) and the --open-loop mode (at most
+    /// 15,360; the open-file limit is raised to its hard limit).
+    #[arg(long, alias = "connections", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=15_360))]
     keepalive_conns: u32,
+
+    /// Open-loop mode, instead of (a)–(c): comma-separated fractions of nginx's closed-loop peak
+    /// over --connections keep-alive connections (e.g. 0.25,0.5,0.75), one 4 KiB file. The
+    /// peak is measured first (`weft load http --rate 0`, median of --runs), then both servers
+    /// open loop over as many persistent connections (`weft load http --persistent --rate R`)
+    /// at each fraction, alternating per run; the table gives offered and actual req/s and
+    /// p50 / p99 / p999 in ms as min–median–max over the runs.
+    #[arg(long, value_name = "FRACTIONS", value_delimiter = ',',
+          value_parser = super::bench_memcached::parse_fraction)]
+    open_loop: Vec<f64>,
 
     /// Connection counts for the short-lived closed-loop measurement (b), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "100,1000")]
@@ -122,6 +140,14 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
     // (kills) the servers, as in the other benchmarks.
     let interrupted = weft_load::experiment::interrupt_flag()?;
     let interrupted: &AtomicBool = &interrupted;
+    let limit = super::load_bench::raise_nofile_limit();
+    if limit < 2 * u64::from(args.keepalive_conns) + 256 {
+        eprintln!(
+            "note: the open-file limit is {limit} (hard limit); {} connections need about {}",
+            args.keepalive_conns,
+            2 * u64::from(args.keepalive_conns) + 256
+        );
+    }
     let exe = std::env::current_exe().context("cannot find the weft binary")?;
     let nginx = which("nginx", &["/usr/sbin/nginx", "/usr/bin/nginx"])
         .context("nginx is not installed (Debian: apt-get install nginx-light)")?;
@@ -208,6 +234,18 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
         args.seed
     )?;
 
+    if !args.open_loop.is_empty() {
+        open_loop(
+            args,
+            &servers,
+            &pin(1, &exe),
+            &work,
+            &mut report,
+            interrupted,
+        )?;
+        print!("{report}");
+        return Ok(());
+    }
     if run_part("keepalive") || run_part("short") {
         let Some(wrk) = &wrk else {
             bail!("wrk is not installed (Debian: apt-get install wrk)");
@@ -280,6 +318,97 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
     }
     print!("{report}");
     Ok(())
+}
+
+/// The open-loop mode: nginx's closed-loop peak over --connections keep-alive connections,
+/// then both servers open loop at each fraction of it; appends the table to `report`.
+fn open_loop(
+    args: &HttpBenchArgs,
+    servers: &[&Server],
+    load: &Command,
+    work: &Path,
+    report: &mut String,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<()> {
+    use super::bench_memcached::{
+        open_loop_footer, open_loop_header, open_loop_row, OpenLoopSample,
+    };
+    let urls = work.join("bench-4k.urls");
+    std::fs::write(&urls, "/bench-4k.bin\n")?;
+    let conns = args.keepalive_conns.to_string();
+    let common = |rate: f64| -> Vec<String> {
+        let mut a: Vec<String> = vec!["--urls".into(), urls.display().to_string()];
+        a.extend(["--connections".into(), conns.clone()]);
+        a.extend(["--rate".into(), rate.to_string()]);
+        a
+    };
+    let nginx = servers
+        .iter()
+        .find(|s| s.name == "nginx")
+        .context("no nginx")?;
+    let mut peaks = Vec::new();
+    for _ in 0..args.repeat {
+        let v = load_http_json(load, nginx, &common(0.0), args.duration, interrupted)?;
+        peaks.push(v["replies_per_sec"].as_f64().unwrap_or(0.0));
+    }
+    let peak = super::bench_memcached::median_of(&peaks);
+    writeln!(
+        report,
+        "open loop, one 4 KiB file over {} keep-alive connections; nginx peak (weft load http \
+         --rate 0, closed loop): {peak:.0} req/s (median of {})\n",
+        args.keepalive_conns, args.repeat
+    )?;
+    writeln!(report, "{}", open_loop_header())?;
+    let mut saturated = false;
+    for &fraction in &args.open_loop {
+        let offered = (fraction * peak).round().max(1.0);
+        let mut all: Vec<Vec<OpenLoopSample>> = servers.iter().map(|_| Vec::new()).collect();
+        for _ in 0..args.repeat {
+            for (i, s) in servers.iter().enumerate() {
+                let mut a = common(offered);
+                a.push("--persistent".into());
+                let v = load_http_json(load, s, &a, args.duration, interrupted)
+                    .with_context(|| format!("measuring {}", s.name))?;
+                let sample = OpenLoopSample {
+                    actual: v["replies_per_sec"].as_f64().unwrap_or(0.0),
+                    latency: serde_json::from_value(v["latency_us"].clone())
+                        .context("weft load http's latency_us")?,
+                    lag_p99_us: None,
+                    saturated: v["generator_saturated"].as_bool() == Some(true),
+                };
+                saturated |= sample.saturated;
+                all[i].push(sample);
+            }
+        }
+        for (s, samples) in servers.iter().zip(&all) {
+            writeln!(
+                report,
+                "{}",
+                open_loop_row(fraction, offered, s.name, samples)
+            )?;
+        }
+    }
+    writeln!(report, "{}", open_loop_footer(saturated))?;
+    Ok(())
+}
+
+/// Runs `weft load http --server ADDR <args> --duration D --json` and parses its report.
+fn load_http_json(
+    cmd: &Command,
+    server: &Server,
+    args: &[String],
+    duration: u64,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<serde_json::Value> {
+    let mut c = clone_command(cmd);
+    c.args(["load", "http", "--server", &server.addr.to_string()])
+        .args(args)
+        .args(["--duration", &duration.to_string(), "--json"]);
+    // The run, its client timeout (10 s) for the last requests, and slack.
+    let limit = Duration::from_secs(duration + 70);
+    let text = process::command_to_end(&mut c, "weft load http", interrupted, limit)?;
+    serde_json::from_str(text.trim())
+        .with_context(|| format!("weft load http printed no JSON: {text}"))
 }
 
 /// Runs `f` on each server `repeat` times, alternating, and keeps the median by rate.
@@ -425,27 +554,13 @@ fn run_load(
     duration: u64,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<Figure> {
-    let mut c = clone_command(cmd);
-    c.args([
-        "load",
-        "http",
-        "--server",
-        &server.addr.to_string(),
-        "--fileset",
-    ])
-    .arg(fileset)
-    .args([
-        "--rate",
-        &rate.to_string(),
-        "--duration",
-        &duration.to_string(),
-        "--json",
-    ]);
-    // The run, its client timeout (10 s) for the last requests, and slack.
-    let limit = Duration::from_secs(duration + 70);
-    let text = process::command_to_end(&mut c, "weft load http", interrupted, limit)?;
-    let v: serde_json::Value = serde_json::from_str(text.trim())
-        .with_context(|| format!("weft load http printed no JSON: {text}"))?;
+    let args = [
+        "--fileset".to_owned(),
+        fileset.display().to_string(),
+        "--rate".to_owned(),
+        rate.to_string(),
+    ];
+    let v = load_http_json(cmd, server, &args, duration, interrupted)?;
     if v["generator_saturated"].as_bool() == Some(true) {
         eprintln!(
             "note: the load generator saturated at target {rate}/s against {}",

@@ -191,16 +191,21 @@ fn http_vs_wrk(
 }
 
 /// Starts `program` (memcached, or weft with `prefix` = `["memcached"]`) as a one-thread
-/// server pinned to the server CPU, logging to `work/<name>.log`.
+/// server pinned to the server CPU, logging to `work/<name>.log`, accepting at least
+/// `connections` clients (`-c`, with room for the preloading and probing ones).
 pub(super) fn start_memcached_like(
     name: &str,
     program: &Path,
     prefix: &[String],
     work: &Path,
+    connections: usize,
 ) -> anyhow::Result<(Running, u16)> {
     let port = process::free_port()?;
     let mut args = prefix.to_vec();
-    args.extend(process::memcached_flags(&port.to_string(), 1024, 4096));
+    let max_conns = u32::try_from(connections.saturating_add(64))
+        .unwrap_or(u32::MAX)
+        .max(4096);
+    args.extend(process::memcached_flags(&port.to_string(), 1024, max_conns));
     let mut server = Running::start(
         name,
         program,
@@ -213,7 +218,32 @@ pub(super) fn start_memcached_like(
 }
 
 fn start_memcached(mc: &Path, work: &Path) -> anyhow::Result<(Running, u16)> {
-    start_memcached_like("memcached", mc, &[], work)
+    start_memcached_like("memcached", mc, &[], work, 0)
+}
+
+/// Raises this process's soft `RLIMIT_NOFILE` to its hard limit (the servers and generators
+/// it starts inherit it) and returns the soft limit now in force.
+pub(super) fn raise_nofile_limit() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return 0;
+        }
+        if r.rlim_cur < r.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: r.rlim_max,
+                rlim_max: r.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                r = raised;
+            }
+        }
+    }
+    r.rlim_cur
 }
 
 fn memcached_vs_memcaslap(
@@ -371,7 +401,7 @@ pub(super) fn memcached_report(
 }
 
 /// [`memcached_report`] with the generator's default polling (for latency, not CPU).
-fn memcached_report_polling(
+pub(super) fn memcached_report_polling(
     exe: &Path,
     load: &MemcachedLoad<'_>,
     cpu: Option<usize>,
