@@ -82,6 +82,18 @@ mod loom {
         cancel_seen: AtomicBool,
     }
 
+    /// A fresh record and the driver thread that will complete its operation.
+    fn record_and_driver() -> (Arc<Record>, thread::JoinHandle<()>) {
+        let r = Arc::new(Record {
+            state: AtomicU8::new(0),
+            result: AtomicI32::new(0),
+            frame: UnsafeCell::new(0),
+            cancel_seen: AtomicBool::new(false),
+        });
+        let d = r.clone();
+        (r, thread::spawn(move || complete(&d)))
+    }
+
     /// The driver reaping the operation's completion: `-ECANCELED` if the cancel reached the
     /// kernel first, the real result otherwise.
     fn complete(r: &Record) {
@@ -127,14 +139,7 @@ mod loom {
     #[test]
     fn a_cancelled_wait_leaves_only_after_done_and_ack_and_reads_the_published_result() {
         ::loom::model(|| {
-            let r = Arc::new(Record {
-                state: AtomicU8::new(0),
-                result: AtomicI32::new(0),
-                frame: UnsafeCell::new(0),
-                cancel_seen: AtomicBool::new(false),
-            });
-            let d = r.clone();
-            let driver = thread::spawn(move || complete(&d));
+            let (r, driver) = record_and_driver();
             let (cancelled, res) = fiber(&r);
             driver.join().unwrap();
             let end = r.state.load(Ordering::Relaxed);
@@ -156,14 +161,7 @@ mod loom {
     #[test]
     fn a_wait_without_a_deadline_reads_the_result_published_before_done() {
         ::loom::model(|| {
-            let r = Arc::new(Record {
-                state: AtomicU8::new(0),
-                result: AtomicI32::new(0),
-                frame: UnsafeCell::new(0),
-                cancel_seen: AtomicBool::new(false),
-            });
-            let d = r.clone();
-            let driver = thread::spawn(move || complete(&d));
+            let (r, driver) = record_and_driver();
             let mut s = load(&r.state);
             while !finished(s) {
                 thread::yield_now();
