@@ -91,6 +91,7 @@ mod loom {
         /// Task held by this thread any more).
         fn park(&self) -> bool {
             // The fiber runs: the holder of the Task touches the coroutine.
+            // SAFETY: loom checks this access against the other side's (the model's point).
             self.coroutine.with_mut(|c| unsafe { *c += 1 });
             if take_token(&self.state) {
                 return false;
@@ -101,6 +102,7 @@ mod loom {
         fn unpark(&self) {
             if leave_parked(&self.state) {
                 // The new Task's holder resumes the fiber: touches the coroutine.
+                // SAFETY: loom checks this access against the other side's (the model's point).
                 self.coroutine.with_mut(|c| unsafe { *c += 1 });
                 self.tasks.fetch_add(1, Ordering::Relaxed);
             }

@@ -97,6 +97,7 @@ mod loom {
     /// The driver reaping the operation's completion: `-ECANCELED` if the cancel reached the
     /// kernel first, the real result otherwise.
     fn complete(r: &Record) {
+        // SAFETY: loom checks this access against the other side's (the model's point).
         let _waiter = r.frame.with(|f| unsafe { *f });
         let res = if r.cancel_seen.load(Ordering::Acquire) {
             ECANCELED
@@ -108,6 +109,7 @@ mod loom {
 
     /// The driver reaping the cancel request's completion.
     fn acknowledge(r: &Record) {
+        // SAFETY: loom checks this access against the other side's (the model's point).
         let _waiter = r.frame.with(|f| unsafe { *f });
         publish(&r.state, &r.result, None, ACK);
     }
@@ -129,6 +131,7 @@ mod loom {
             s = load(&r.state);
         }
         let res = result(&r.result);
+        // SAFETY: loom checks this access against the other side's (the model's point).
         r.frame.with_mut(|f| unsafe { *f += 1 });
         if let Some(c) = canceller {
             c.join().unwrap();
@@ -168,6 +171,7 @@ mod loom {
                 s = load(&r.state);
             }
             assert_eq!(result(&r.result), REAL);
+            // SAFETY: loom checks this access against the other side's (the model's point).
             r.frame.with_mut(|f| unsafe { *f += 1 });
             driver.join().unwrap();
         });
