@@ -8,10 +8,8 @@
 //! (c) `weft load http`, open loop, one request per session, at each `--rates` (past
 //!     saturation: how many replies and errors each server gives).
 //!
-//! With `--open-loop F1,F2,...` it measures instead nginx's closed-loop peak over
-//! `--connections` keep-alive connections (`weft load http --rate 0`, one 4 KiB file), then
-//! both servers open loop over as many persistent connections (`weft load http --persistent
-//! --rate R`) at each fraction of it, and prints p50/p99/p999 and req/s side by side.
+//! With `--open-loop F1,F2,...` it runs the open-loop comparison of `http_bench_open_loop.rs`
+//! instead.
 //!
 //! Every process started here is killed by PID when the benchmark ends (`ChildGuard`), also on
 //! SIGINT/SIGTERM: the flag they set kills the child running then and ends the benchmark.
@@ -38,18 +36,18 @@ enum IoArg {
 pub struct HttpBenchArgs {
     /// Seconds each measurement runs.
     #[arg(long, default_value_t = 10)]
-    duration: u64,
+    pub(super) duration: u64,
 
     /// Repetitions of each measurement (alternating servers); the median is reported.
     #[arg(long, alias = "runs", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..))]
-    repeat: u32,
+    pub(super) repeat: u32,
 
     /// Connections for the keep-alive 4 KiB measurement (a) and the --open-loop mode (at most
     /// 15,360; the open-file limit is raised to its hard limit).
     #[arg(long, alias = "connections", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..=15_360))]
-    keepalive_conns: u32,
+    pub(super) keepalive_conns: u32,
 
     /// Open-loop mode, instead of (a)–(c): comma-separated fractions of nginx's closed-loop peak
     /// over --connections keep-alive connections (e.g. 0.25,0.5,0.75), one 4 KiB file. The
@@ -59,7 +57,7 @@ pub struct HttpBenchArgs {
     /// p50 / p99 / p999 in ms as min–median–max over the runs.
     #[arg(long, value_name = "FRACTIONS", value_delimiter = ',',
           value_parser = super::bench_memcached::parse_fraction)]
-    open_loop: Vec<f64>,
+    pub(super) open_loop: Vec<f64>,
 
     /// Connection counts for the short-lived closed-loop measurement (b), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "100,1000")]
@@ -113,8 +111,8 @@ impl Drop for ChildGuard {
 }
 
 /// One server under test.
-struct Server {
-    name: &'static str,
+pub(super) struct Server {
+    pub(super) name: &'static str,
     addr: SocketAddr,
     guard: ChildGuard,
 }
@@ -235,7 +233,7 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
     )?;
 
     if !args.open_loop.is_empty() {
-        open_loop(
+        super::http_bench_open_loop::run(
             args,
             &servers,
             &pin(1, &exe),
@@ -320,80 +318,8 @@ pub fn run(args: &HttpBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The open-loop mode: nginx's closed-loop peak over --connections keep-alive connections,
-/// then both servers open loop at each fraction of it; appends the table to `report`.
-fn open_loop(
-    args: &HttpBenchArgs,
-    servers: &[&Server],
-    load: &Command,
-    work: &Path,
-    report: &mut String,
-    interrupted: &AtomicBool,
-) -> anyhow::Result<()> {
-    use super::bench_memcached::{
-        open_loop_footer, open_loop_header, open_loop_row, OpenLoopSample,
-    };
-    let urls = work.join("bench-4k.urls");
-    std::fs::write(&urls, "/bench-4k.bin\n")?;
-    let conns = args.keepalive_conns.to_string();
-    let common = |rate: f64| -> Vec<String> {
-        let mut a: Vec<String> = vec!["--urls".into(), urls.display().to_string()];
-        a.extend(["--connections".into(), conns.clone()]);
-        a.extend(["--rate".into(), rate.to_string()]);
-        a
-    };
-    let nginx = servers
-        .iter()
-        .find(|s| s.name == "nginx")
-        .context("no nginx")?;
-    let mut peaks = Vec::new();
-    for _ in 0..args.repeat {
-        let v = load_http_json(load, nginx, &common(0.0), args.duration, interrupted)?;
-        peaks.push(v["replies_per_sec"].as_f64().unwrap_or(0.0));
-    }
-    let peak = super::bench_memcached::median_of(&peaks);
-    writeln!(
-        report,
-        "open loop, one 4 KiB file over {} keep-alive connections; nginx peak (weft load http \
-         --rate 0, closed loop): {peak:.0} req/s (median of {})\n",
-        args.keepalive_conns, args.repeat
-    )?;
-    writeln!(report, "{}", open_loop_header())?;
-    let mut saturated = false;
-    for &fraction in &args.open_loop {
-        let offered = (fraction * peak).round().max(1.0);
-        let mut all: Vec<Vec<OpenLoopSample>> = servers.iter().map(|_| Vec::new()).collect();
-        for _ in 0..args.repeat {
-            for (i, s) in servers.iter().enumerate() {
-                let mut a = common(offered);
-                a.push("--persistent".into());
-                let v = load_http_json(load, s, &a, args.duration, interrupted)
-                    .with_context(|| format!("measuring {}", s.name))?;
-                let sample = OpenLoopSample {
-                    actual: v["replies_per_sec"].as_f64().unwrap_or(0.0),
-                    latency: serde_json::from_value(v["latency_us"].clone())
-                        .context("weft load http's latency_us")?,
-                    lag_p99_us: None,
-                    saturated: v["generator_saturated"].as_bool() == Some(true),
-                };
-                saturated |= sample.saturated;
-                all[i].push(sample);
-            }
-        }
-        for (s, samples) in servers.iter().zip(&all) {
-            writeln!(
-                report,
-                "{}",
-                open_loop_row(fraction, offered, s.name, samples)
-            )?;
-        }
-    }
-    writeln!(report, "{}", open_loop_footer(saturated))?;
-    Ok(())
-}
-
 /// Runs `weft load http --server ADDR <args> --duration D --json` and parses its report.
-fn load_http_json(
+pub(super) fn load_http_json(
     cmd: &Command,
     server: &Server,
     args: &[String],

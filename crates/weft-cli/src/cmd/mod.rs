@@ -10,6 +10,7 @@ pub mod experiment_study;
 pub mod fileset;
 pub mod http;
 pub mod http_bench;
+mod http_bench_open_loop;
 pub mod load;
 pub mod load_bench;
 pub mod memcached;
