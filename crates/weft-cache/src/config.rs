@@ -37,6 +37,10 @@ pub struct Settings {
     pub io: Option<weft::IoBackend>,
     /// A client that does not read its responses for this long is disconnected.
     pub write_stall_timeout_ms: u64,
+    /// Serve each connection on an OS thread of its own instead of a fiber (the same session
+    /// code, whose socket calls then block the thread): the comparison mode of `weft
+    /// experiment threads`. The accept loop, sweeper and trim fibers stay on the cluster.
+    pub threads_per_connection: bool,
     /// How often the sweeper reclaims expired items.
     pub sweep_interval_ms: u64,
     /// `-b`: the listen backlog.
@@ -94,6 +98,7 @@ impl Default for Settings {
             scheduler: DEFAULT_SCHEDULER.to_owned(),
             io: None,
             write_stall_timeout_ms: 30_000,
+            threads_per_connection: false,
             sweep_interval_ms: 1000,
             backlog: 1024,
             shutdown_command: false,

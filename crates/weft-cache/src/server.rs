@@ -10,6 +10,11 @@
 //! Lock order: the connection registry lock is taken alone (never with a shard lock). A
 //! connection removes itself from the registry before its socket is closed, so a descriptor
 //! seen in the registry is always still open.
+//!
+//! With [`Settings::threads_per_connection`] each connection runs the same
+//! [`session::serve`] on an OS thread of its own (named [`CONNECTION_THREAD_NAME`], the same
+//! stack size as a connection fiber), where weft's sockets block the thread instead of
+//! parking a fiber; shutdown reaches it the same way, by shutting the socket's read side.
 
 use std::io::{self, Write};
 use std::net::SocketAddr;
@@ -30,6 +35,8 @@ use crate::stats::bump;
 const TOO_MANY_CONNECTIONS: &[u8] = b"ERROR Too many open connections\r\n";
 /// Stack per connection fiber: parsing and replying need little.
 const CONNECTION_STACK_BYTES: usize = 64 * 1024;
+/// The name of a connection's OS thread with `threads_per_connection`.
+pub const CONNECTION_THREAD_NAME: &str = "weft-mc-conn";
 
 /// A running server.
 pub struct Server {
@@ -292,12 +299,21 @@ fn start_session(ctx: &Arc<Context>, fd: i32, f: impl FnOnce() + Send + 'static)
     if ctx.verbose() > 0 {
         eprintln!("<{fd} new auto-negotiating client connection");
     }
-    let spawned = weft::Builder::new()
-        .stack_size(CONNECTION_STACK_BYTES)
-        .spawn(f);
+    let spawned = if ctx.settings.threads_per_connection {
+        std::thread::Builder::new()
+            .name(CONNECTION_THREAD_NAME.into())
+            .stack_size(CONNECTION_STACK_BYTES)
+            .spawn(f)
+            .map(drop)
+    } else {
+        weft::Builder::new()
+            .stack_size(CONNECTION_STACK_BYTES)
+            .spawn(f)
+            .map(drop)
+    };
     if let Err(e) = spawned {
         // The closure (and the socket in it) was dropped: undo the admission.
-        eprintln!("weft memcached: cannot start a connection fiber: {e}");
+        eprintln!("weft memcached: cannot start a connection worker: {e}");
         unregister(ctx, fd);
         ctx.curr_connections.fetch_sub(1, Ordering::AcqRel);
     }

@@ -51,6 +51,10 @@ pub struct Config {
     /// `TCP_DEFER_ACCEPT` on the listener, in seconds (0: off): the kernel hands over a
     /// connection only once its first bytes arrived, so the first read never waits.
     pub defer_accept_secs: u32,
+    /// Serve each connection on an OS thread of its own (with the same code, which then does
+    /// its socket and file I/O with blocking calls) instead of a fiber: the comparison mode
+    /// of `weft experiment threads`. The accept loop stays a fiber on the cluster.
+    pub threads_per_connection: bool,
 }
 
 impl Config {
@@ -77,6 +81,7 @@ impl Config {
             symlinks_may_leave_root: false,
             shutdown_grace: Duration::from_secs(30),
             defer_accept_secs: 1,
+            threads_per_connection: false,
         }
     }
 }

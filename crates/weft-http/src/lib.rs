@@ -45,4 +45,4 @@ pub use config::{
     Config, DEFAULT_MAX_HEADER_LINES, DEFAULT_MAX_HEAD_BYTES, DEFAULT_MAX_RANGES,
     DEFAULT_MAX_REQUEST_LINE_BYTES, DEFAULT_MEMORY_MAX_BYTES, DEFAULT_SCHEDULER,
 };
-pub use server::{shutdown_on_signals, Server, ShutdownHandle};
+pub use server::{shutdown_on_signals, Server, ShutdownHandle, CONNECTION_THREAD_NAME};

@@ -10,6 +10,14 @@
 //! Lock order: `conns` is the only lock here; the accept fiber holds it across `spawn` (which
 //! never parks) so a connection cannot deregister before it was registered. A connection
 //! fiber takes it once, to deregister. No lock is held across I/O.
+//!
+//! With [`Config::threads_per_connection`] each connection runs the same [`conn::serve`] on
+//! an OS thread of its own (named [`CONNECTION_THREAD_NAME`], the same stack size as a
+//! connection fiber), where weft's sockets and files block the thread instead of parking a
+//! fiber. A thread cannot be cancelled, so shutdown ends an idle one by shutting the read
+//! side of a duplicate of its socket, which the registry holds (a duplicate, so the
+//! descriptor shut down is never one a closed connection left for reuse); the idle read then
+//! returns end-of-file and the connection sees it was claimed.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -32,6 +40,10 @@ use crate::root::Root;
 const MAX_REFUSING: usize = 64;
 /// How long a refused connection's 503 may take to go out.
 const REFUSE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Stack of a connection fiber, and of a connection thread with `threads_per_connection`.
+const CONNECTION_STACK_BYTES: usize = 256 * 1024;
+/// The name of a connection's OS thread with `threads_per_connection`.
+pub const CONNECTION_THREAD_NAME: &str = "weft-http-conn";
 
 /// State every connection fiber shares.
 pub(crate) struct Shared {
@@ -56,7 +68,26 @@ pub(crate) struct Shared {
 
 struct Tracked {
     state: Arc<AtomicU8>,
-    fiber: JoinHandle<()>,
+    worker: Worker,
+}
+
+/// What runs a connection, as shutdown needs to stop it.
+enum Worker {
+    Fiber(JoinHandle<()>),
+    /// An OS thread, stopped through a duplicate of its socket (see the module docs).
+    Thread(TcpStream),
+}
+
+impl Worker {
+    /// Ends an idle connection's wait for a request.
+    fn stop_idle(&self) {
+        match self {
+            Worker::Fiber(fiber) => fiber.cancel(),
+            Worker::Thread(socket) => {
+                let _ = socket.shutdown(Shutdown::Read);
+            }
+        }
+    }
 }
 
 /// A bound server, ready to [`run`](Server::run).
@@ -217,7 +248,7 @@ impl Server {
                 .compare_exchange(IDLE, CLOSING, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
             {
-                tracked.fiber.cancel();
+                tracked.worker.stop_idle();
             }
         }
         let deadline = Instant::now() + shared.config.shutdown_grace;
@@ -263,24 +294,38 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
         let state = Arc::new(AtomicU8::new(conn::BUSY));
         let mut conns = lock(&shared.conns);
-        let spawned = {
+        let serve = {
             let shared = shared.clone();
             let state = state.clone();
-            weft::Builder::new().spawn(move || {
+            move |stream: TcpStream| {
                 conn::serve(&shared, stream, peer, &state);
                 lock(&shared.conns).remove(&id);
                 shared.active.fetch_sub(1, Ordering::SeqCst);
-            })
+            }
         };
-        match spawned {
-            Ok(fiber) => {
-                conns.insert(id, Tracked { state, fiber });
+        let started = if shared.config.threads_per_connection {
+            stream.try_clone().and_then(|dup| {
+                std::thread::Builder::new()
+                    .name(CONNECTION_THREAD_NAME.into())
+                    .stack_size(CONNECTION_STACK_BYTES)
+                    .spawn(move || serve(stream))
+                    .map(|_| Worker::Thread(dup))
+            })
+        } else {
+            weft::Builder::new()
+                .stack_size(CONNECTION_STACK_BYTES)
+                .spawn(move || serve(stream))
+                .map(Worker::Fiber)
+        };
+        match started {
+            Ok(worker) => {
+                conns.insert(id, Tracked { state, worker });
             }
             Err(e) => {
                 drop(conns);
                 shared.active.fetch_sub(1, Ordering::SeqCst);
                 if !error_reported {
-                    eprintln!("weft http: cannot start a connection fiber: {e}");
+                    eprintln!("weft http: cannot start a connection worker: {e}");
                     error_reported = true;
                 }
             }

@@ -100,6 +100,12 @@ pub struct HttpArgs {
     /// cut server CPU per short-lived connection by about a third.
     #[arg(long, default_value_t = 1, value_name = "S")]
     defer_accept: u32,
+
+    /// Serve each connection on an OS thread of its own instead of a fiber: the same
+    /// connection code, whose socket and file calls then block the thread (the accept loop
+    /// stays a fiber). For comparing fibers with OS threads (`weft experiment threads`).
+    #[arg(long)]
+    threads_per_connection: bool,
 }
 
 fn parse_scheduler(s: &str) -> Result<String, String> {
@@ -136,6 +142,7 @@ pub fn run(args: HttpArgs) -> anyhow::Result<()> {
     config.open_file_cache_entries = args.open_files.max(1);
     config.symlinks_may_leave_root = args.allow_symlinks_outside_root;
     config.defer_accept_secs = args.defer_accept;
+    config.threads_per_connection = args.threads_per_connection;
     let server = weft_http::Server::bind(config)?;
     weft_http::shutdown_on_signals(server.shutdown_handle())
         .context("cannot install the SIGTERM handler")?;

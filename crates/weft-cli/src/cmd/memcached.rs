@@ -212,6 +212,12 @@ pub struct MemcachedArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     write_stall_timeout_ms: u64,
 
+    /// Serve each connection on an OS thread of its own instead of a fiber: the same session
+    /// code, whose socket calls then block the thread (the accept loop stays a fiber). For
+    /// comparing fibers with OS threads (`weft experiment threads`).
+    #[arg(long)]
+    threads_per_connection: bool,
+
     /// I/O backend: uring or epoll [default: uring, epoll when io_uring is unavailable].
     #[arg(long, value_parser = ["uring", "epoll"])]
     io: Option<String>,
@@ -404,6 +410,7 @@ impl MemcachedArgs {
             scheduler: self.scheduler.clone(),
             io,
             write_stall_timeout_ms: self.write_stall_timeout_ms,
+            threads_per_connection: self.threads_per_connection,
             backlog: self.listen_backlog,
             shutdown_command: self.enable_shutdown,
             flush_enabled: !self.disable_flush_all,
