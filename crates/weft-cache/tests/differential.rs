@@ -8,9 +8,10 @@ mod common;
 
 use std::net::SocketAddr;
 
-use common::{session, show, start_memcached, test_settings, WeftServer};
+use common::{session, show, test_settings, WeftServer};
 use proptest::prelude::*;
 use weft_cache::Settings;
+use weft_testkit::{start_memcached, ChildGuard};
 
 /// Hand-written cases, run in order on one server pair (state carries over, identically).
 const CASES: &[&str] = &[
@@ -540,7 +541,7 @@ fn generated_servers() -> Option<(SocketAddr, SocketAddr)> {
 }
 
 /// Keeps the memcached child until the process exits, then kills it by PID.
-fn register_child_for_exit(child: common::ChildGuard) {
+fn register_child_for_exit(child: ChildGuard) {
     use std::sync::Mutex;
     static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
     extern "C" fn kill_children() {

@@ -1,7 +1,8 @@
 //! Differential tests of memcached's behaviour flags: the real memcached 1.6.18 started with a
 //! flag and weft with the same setting get the same scripts, and the replies must be
 //! byte-identical (`-A`, `-C`, `-D`, `-F`, `-X`, `-Y`, `-o idle_timeout`), plus what memcached
-//! closes a connection on. The real memcached is required under `CI=true`.
+//! closes a connection on. The real memcached is required under `CI=true`. The HTTP
+//! request-line test runs against the server `WEFT_TEST_SERVER=host:port` names when it is set.
 
 mod common;
 
@@ -9,8 +10,9 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use common::{exchange, session, show, start_memcached, test_settings, WeftServer};
+use common::{exchange, session, show, test_settings, WeftServer};
 use weft_cache::Settings;
+use weft_testkit::start_memcached;
 
 /// Runs `scripts` in order on both servers (each on a new connection, up to the `mn`
 /// sentinel) and collects the differences.
@@ -217,7 +219,8 @@ fn http_request_line_closes_like_memcached() {
     let Some((_mc, mc)) = start_memcached(&[]) else {
         return;
     };
-    let weft = WeftServer::start(test_settings());
+    // Honours WEFT_TEST_SERVER: only `version` and refused lines, no state.
+    let weft = WeftServer::default_or_env();
     for script in [
         &b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..],
         b"version\r\nGET / HTTP/1.0\r\n",

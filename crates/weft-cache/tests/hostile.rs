@@ -1,5 +1,10 @@
 //! Hostile clients: each gets memcached's reply or is disconnected, and after each the server
 //! still serves a well-behaved client. Memory stays bounded for a client that never reads.
+//!
+//! The tests on the default settings (all but the connection limit and the client that never
+//! reads, which set their own and look inside the server) run against the server
+//! `WEFT_TEST_SERVER=host:port` names when it is set: each uses keys of its own and assumes
+//! nothing of what other clients did before.
 
 mod common;
 
@@ -38,7 +43,7 @@ fn read_to_end(s: &mut TcpStream, timeout: Duration) -> Vec<u8> {
 
 #[test]
 fn overlong_line_without_newline_is_closed() {
-    let server = WeftServer::start(test_settings());
+    let server = WeftServer::default_or_env();
     let reply = exchange(server.addr, &[b'x'; 5000], b"", Duration::from_secs(2));
     assert_eq!(reply, b"<closed>");
     // A long line that does end is just an unknown command.
@@ -50,7 +55,7 @@ fn overlong_line_without_newline_is_closed() {
 
 #[test]
 fn bad_numbers_get_memcached_errors() {
-    let server = WeftServer::start(test_settings());
+    let server = WeftServer::default_or_env();
     let reply = session(
         server.addr,
         b"set k 0 0 -5\r\nset k x 0 1\r\nincr k 99999999999999999999\r\ntouch k x\r\nflush_all x\r\n",
@@ -66,7 +71,7 @@ fn bad_numbers_get_memcached_errors() {
 
 #[test]
 fn truncated_data_block_then_close_stores_nothing() {
-    let server = WeftServer::start(test_settings());
+    let server = WeftServer::default_or_env();
     {
         let mut s = TcpStream::connect(server.addr).unwrap();
         s.write_all(b"set trunc 0 0 100\r\nonly a few bytes")
@@ -79,7 +84,7 @@ fn truncated_data_block_then_close_stores_nothing() {
 
 #[test]
 fn binary_garbage_is_answered_or_closed() {
-    let server = WeftServer::start(test_settings());
+    let server = WeftServer::default_or_env();
     let mut seed = 0x1234_5678_9abc_def0u64;
     for round in 0..20 {
         let garbage: Vec<u8> = (0..4096 + round * 512)
@@ -100,7 +105,7 @@ fn binary_garbage_is_answered_or_closed() {
 
 #[test]
 fn one_byte_at_a_time_client_is_served() {
-    let server = WeftServer::start(test_settings());
+    let server = WeftServer::default_or_env();
     let mut s = TcpStream::connect(server.addr).unwrap();
     s.set_nodelay(true).unwrap();
     for b in b"set slow 0 0 5\r\nhello\r\nget slow\r\n" {

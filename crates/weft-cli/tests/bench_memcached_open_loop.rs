@@ -1,6 +1,6 @@
 //! `weft bench memcached --open-loop` and `weft bench http --open-loop` as a user runs them,
 //! tiny: both servers in one table with their p999, and the flags' limits. The real memcached
-//! is required under `CI=true`; elsewhere a missing one is a `SKIP` (so is a missing nginx).
+//! and nginx are required under `CI=true`; elsewhere a missing one is a `SKIP`.
 
 use std::process::Command;
 
@@ -8,23 +8,9 @@ fn weft() -> Command {
     Command::new(env!("CARGO_BIN_EXE_weft"))
 }
 
-/// The peer on PATH, or `None` (a `SKIP` note) when it is missing and this is not CI.
-fn memcached_present() -> bool {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join("memcached").is_file()));
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "memcached is required under CI=true (apt-get install memcached)"
-        );
-        eprintln!("SKIP: memcached is not installed (apt-get install memcached)");
-    }
-    found
-}
-
 #[test]
 fn open_loop_prints_both_servers_side_by_side_with_p999() {
-    if !memcached_present() {
+    if weft_testkit::require("memcached").is_none() {
         return;
     }
     let out = weft()
@@ -96,11 +82,7 @@ fn connections_beyond_15360_and_bad_fractions_are_refused() {
 
 #[test]
 fn http_open_loop_prints_nginx_and_weft_side_by_side() {
-    if !["/usr/sbin/nginx", "/usr/bin/nginx"]
-        .iter()
-        .any(|p| std::path::Path::new(p).exists())
-    {
-        eprintln!("SKIP: nginx is not installed (apt-get install nginx-light)");
+    if weft_testkit::require("nginx").is_none() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("weft-bench-http-test-{}", std::process::id()));

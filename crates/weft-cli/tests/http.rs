@@ -7,7 +7,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::{wait_exit, weft, ChildGuard};
+use common::weft;
+use weft_testkit::{wait_exit, ChildGuard};
 
 /// A fresh directory under the system temp dir with one file.
 fn site(name: &str) -> PathBuf {

@@ -104,8 +104,7 @@ fn fileset_then_static_experiment_writes_results_and_plots() {
 /// still find their files (nginx resolves relative paths against its own prefix, not ours).
 #[test]
 fn static_experiment_with_relative_paths_measures_nginx_too() {
-    if weft_load::experiment::process::find_program("nginx").is_none() {
-        eprintln!("nginx not installed: skipped (apt-get install nginx)");
+    if weft_testkit::require("nginx").is_none() {
         return;
     }
     let cwd = temp("relative");

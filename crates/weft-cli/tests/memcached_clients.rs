@@ -13,32 +13,17 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{is_root, memcached_command, start_memcached as start, wait_exit, weft, ChildGuard};
-
-/// Notes a missing peer: a `SKIP` locally, a failure under `CI=true`.
-fn skip(why: &str) {
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "required under CI=true: {why}"
-    );
-    eprintln!("SKIP: {why}");
-}
-
-fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/bin", "/usr/local/bin"].map(PathBuf::from))
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
+use common::{memcached_command, start_memcached as start, weft};
+use weft_testkit::{find_program, is_root, missing, wait_exit, ChildGuard};
 
 /// The first of `names` that is installed (Debian renames memcp to memccp, ...).
 fn tool(names: &[&str]) -> Option<PathBuf> {
     let found = names.iter().find_map(|n| find_program(n));
     if found.is_none() {
-        skip(&format!(
-            "none of {names:?} is installed (apt-get install libmemcached-tools)"
-        ));
+        missing(
+            &format!("one of {names:?}"),
+            "apt-get install libmemcached-tools",
+        );
     }
     found
 }
@@ -127,7 +112,7 @@ print("pymemcache ok")
 #[test]
 fn pymemcache_client_round_trip() {
     let Some(python) = find_program("python3") else {
-        skip("python3 is not installed");
+        missing("python3", "apt-get install python3");
         return;
     };
     let probe = Command::new(&python)
@@ -135,7 +120,7 @@ fn pymemcache_client_round_trip() {
         .output()
         .unwrap();
     if !probe.status.success() {
-        skip("pymemcache is not installed (pip install pymemcache)");
+        missing("pymemcache", "pip install pymemcache");
         return;
     }
     let (_server, addr) = start(&[]);

@@ -21,7 +21,8 @@ const TOO_MANY: &[u8] = b"ERROR Too many open connections\r\n";
 const SPARE_DESCRIPTORS: u64 = 100;
 
 mod common;
-use common::{start_memcached, ChildGuard};
+use common::start_memcached;
+use weft_testkit::ChildGuard;
 
 /// Raises this process's soft descriptor limit to the hard one; returns the new limit.
 fn raise_nofile_limit() -> u64 {

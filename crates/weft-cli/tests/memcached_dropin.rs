@@ -2,7 +2,8 @@
 //! the behaviour is memcached's, on the real memcached too (its own port, killed by PID):
 //! `-M` never loses an acknowledged write, and memcached's command line starts weft unchanged.
 //!
-//! The real memcached is required under `CI=true`; elsewhere a missing one is a `SKIP`.
+//! The real memcached (`weft_testkit::start_memcached`) is required under `CI=true`; elsewhere a
+//! missing one is a `SKIP`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -10,43 +11,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, is_root, spawn_with_stderr, start_memcached as start_weft, ChildGuard};
+use common::{spawn_with_stderr, start_memcached as start_weft};
+use weft_testkit::{free_port, is_root, MEMCACHED};
 
-const MEMCACHED: &str = "/usr/bin/memcached";
-
-/// The real memcached with `extra` flags on a free localhost port, or `None` (a `SKIP` note)
-/// when it is not installed and this is not CI.
-fn start_real(extra: &[&str]) -> Option<(ChildGuard, SocketAddr)> {
-    if !std::path::Path::new(MEMCACHED).exists() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{MEMCACHED} is required under CI=true (apt-get install memcached)"
-        );
-        eprintln!("SKIP: {MEMCACHED} is not installed (apt-get install memcached)");
-        return None;
-    }
-    let port = free_port();
-    let mut cmd = Command::new(MEMCACHED);
-    cmd.args(["-U", "0", "-l", "127.0.0.1", "-p", &port.to_string()])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    if is_root() {
-        cmd.args(["-u", "root"]);
-    }
-    let guard = ChildGuard(cmd.spawn().expect("spawn memcached"));
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(addr).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "memcached does not listen on {addr}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Some((guard, addr))
-}
+use weft_testkit::start_memcached as start_real;
 
 /// A line-oriented text-protocol client.
 struct Client {
@@ -594,6 +562,6 @@ fn shutdown_command_stops_the_server_with_enable_shutdown() {
     c.writer.write_all(b"shutdown x\r\n").unwrap();
     assert_eq!(c.line(), "CLIENT_ERROR invalid shutdown mode");
     c.writer.write_all(b"shutdown\r\n").unwrap();
-    let status = common::wait_exit(&mut server.0, Duration::from_secs(10));
+    let status = weft_testkit::wait_exit(&mut server.0, Duration::from_secs(10));
     assert!(status.success(), "{status}");
 }

@@ -15,7 +15,8 @@ const MEMORY_MB: u64 = 16;
 const BOUND_RATIO: f64 = 1.3;
 
 mod common;
-use common::{start_memcached_threads, status_kib};
+use common::start_memcached_threads;
+use weft_testkit::status_kib;
 
 #[test]
 fn rss_stays_near_the_memory_limit_under_random_size_churn() {

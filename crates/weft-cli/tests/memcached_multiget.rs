@@ -9,7 +9,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{start_memcached, status_kib};
+use common::start_memcached;
+use weft_testkit::status_kib;
 
 const VALUE_BYTES: usize = 4000;
 const KEYS: usize = 1000;

@@ -8,6 +8,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use common::*;
+use weft_testkit::require;
 
 /// A 1×1 PNG.
 const PIXEL_PNG: &[u8] = &[

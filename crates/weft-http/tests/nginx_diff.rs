@@ -1,7 +1,8 @@
-//! Differential tests against nginx (Debian's package, started here with its own config on its
-//! own port, serving the same tree): the same requests to both, and the same status, key
-//! headers and bodies back (a multipart boundary neutralised). Skips with a note when nginx is
-//! not installed, fails instead under `CI=true`.
+//! Differential tests against nginx (Debian's package, started here on its own port with the
+//! project's template as a reference, `weft_load::nginx::reference_config`, serving the same
+//! tree): the same requests to both, and the same status, key headers and bodies back (a
+//! multipart boundary neutralised). Skips with a note when nginx is not installed, fails
+//! instead under `CI=true`.
 //!
 //! Known, deliberate differences are not sent here; where weft follows the RFC they are tested
 //! in rfc.rs (and listed in docs/notes/http-rfc.md): `%2F` in a path (nginx decodes it to `/`;
@@ -17,12 +18,12 @@
 mod common;
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
+use weft_testkit::{require, ChildGuard};
 
 /// Headers whose values must be equal (when either side sends them).
 const KEY_HEADERS: [&str; 6] = [
@@ -34,61 +35,16 @@ const KEY_HEADERS: [&str; 6] = [
     "accept-ranges",
 ];
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
+/// nginx on `root` with the reference configuration, or `None` (see `weft_testkit::missing`)
+/// without Debian's MIME table.
 fn start_nginx(nginx: &Path, root: &Path, work: &Path) -> Option<(ChildGuard, SocketAddr)> {
-    let port = free_port();
-    let w = work.display();
-    let conf = format!(
-        "daemon off; master_process off; worker_processes 1;\n\
-         pid {w}/nginx.pid; error_log {w}/error.log;\n\
-         events {{ worker_connections 1024; }}\n\
-         http {{\n\
-           include /etc/nginx/mime.types; default_type application/octet-stream;\n\
-           sendfile on; access_log off;\n\
-           client_body_temp_path {w}/body; proxy_temp_path {w}/proxy;\n\
-           fastcgi_temp_path {w}/fastcgi; uwsgi_temp_path {w}/uwsgi; scgi_temp_path {w}/scgi;\n\
-           server {{ listen 127.0.0.1:{port}; root {root}; }}\n\
-         }}\n",
-        root = root.display()
-    );
-    std::fs::write(work.join("nginx.conf"), conf).unwrap();
     if !Path::new("/etc/nginx/mime.types").exists() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "/etc/nginx/mime.types is missing (required under CI=true)"
-        );
-        eprintln!("SKIP: /etc/nginx/mime.types is missing");
+        weft_testkit::missing("/etc/nginx/mime.types", "apt-get install nginx");
         return None;
     }
-    let child = Command::new(nginx)
-        .arg("-e")
-        .arg(work.join("error.log"))
-        .arg("-p")
-        .arg(work)
-        .arg("-c")
-        .arg(work.join("nginx.conf"))
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let guard = ChildGuard(child);
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(addr).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "nginx did not start: {}",
-            std::fs::read_to_string(work.join("error.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Some((guard, addr))
+    Some(weft_testkit::start_nginx(nginx, work, |port| {
+        weft_load::nginx::reference_config(work, port, root)
+    }))
 }
 
 /// Sends `request` (with `{host}` replaced by the server's address) on a new connection.

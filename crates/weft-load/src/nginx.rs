@@ -5,6 +5,11 @@
 //! `access_log off`; keep-alive connections kept as long as the benchmark wants them; every
 //! path nginx writes under the run's own directory, so it runs unprivileged and leaves the
 //! system's nginx alone.
+//!
+//! The differential tests (weft-http's `nginx_diff.rs`) run the same template as a reference
+//! rather than a rival ([`reference_config`]): Debian's whole MIME table, so every extension
+//! gets its real type, and no open-file cache, so nginx sees a file changed between two
+//! requests as weft does.
 
 use std::path::Path;
 
@@ -44,6 +49,22 @@ pub fn config(dir: &Path, port: u16, root: &Path, listen: &str) -> String {
         .replace("{listen}", listen)
 }
 
+/// The benchmarks' MIME types in [`TEMPLATE`]: the file set's few extensions.
+const BENCH_TYPES: &str =
+    "types { text/html html; text/plain txt; image/jpeg jpg; image/png png; }";
+
+/// The benchmarks' open-file cache in [`TEMPLATE`]: descriptors and metadata kept.
+const BENCH_FILE_CACHE: &str = "open_file_cache max=20000 inactive=60s;";
+
+/// [`TEMPLATE`] as the differential tests' reference: Debian's MIME table
+/// (`/etc/nginx/mime.types`, which must exist) for the benchmarks' few types, and no
+/// open-file cache; no extra `listen` options.
+pub fn reference_config(dir: &Path, port: u16, root: &Path) -> String {
+    config(dir, port, root, "")
+        .replace(BENCH_TYPES, "include /etc/nginx/mime.types;")
+        .replace(BENCH_FILE_CACHE, "open_file_cache off;")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +87,15 @@ mod tests {
         ] {
             assert!(c.contains(setting), "{setting} missing from {c}");
         }
+    }
+
+    #[test]
+    fn the_reference_differs_in_its_types_and_file_cache_only() {
+        let r = reference_config(Path::new("/w"), 8081, Path::new("/srv"));
+        assert!(r.contains("include /etc/nginx/mime.types;"), "{r}");
+        assert!(r.contains("open_file_cache off;"), "{r}");
+        let bench = config(Path::new("/w"), 8081, Path::new("/srv"), "");
+        let differing = r.lines().zip(bench.lines()).filter(|(a, b)| a != b);
+        assert_eq!(differing.count(), 2, "{r}");
     }
 }

@@ -1,9 +1,8 @@
 //! `weft_load::memcached::run` against scripted fake servers (plain std threads) and, when it
-//! is installed, real memcached.
+//! is installed, real memcached (required under `CI=true`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command};
 use std::time::Duration;
 
 use weft_load::dist::{KeyDist, ValueSize};
@@ -192,41 +191,13 @@ fn nothing_listening_is_a_clear_error() {
     assert!(err.to_string().contains("cannot resolve"), "{err}");
 }
 
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
+/// Against the real memcached (`weft_testkit`: required under `CI=true`).
 #[test]
 fn real_memcached_preloaded_gets_hit() {
-    let Ok(probe) = Command::new("memcached").arg("-V").output() else {
-        eprintln!("skipped: memcached is not installed (apt-get install memcached)");
+    let Some((_server, addr)) = weft_testkit::start_memcached(&["-t", "1"]) else {
         return;
     };
-    assert!(probe.status.success());
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let _server = Kill(
-        Command::new("memcached")
-            .args(["-U", "0", "-u", "root", "-l", "127.0.0.1", "-t", "1"])
-            .args(["-p", &port.to_string()])
-            .spawn()
-            .unwrap(),
-    );
-    let addr = format!("127.0.0.1:{port}");
-    for _ in 0..100 {
-        if TcpStream::connect(&addr).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut cfg = config(addr);
+    let mut cfg = config(addr.to_string());
     cfg.key_dist = KeyDist::Zipf(0.99);
     cfg.value_size = ValueSize::Fixed(100);
     let report = memcached::run(&cfg).unwrap();

@@ -1,15 +1,13 @@
-//! Shared helpers for the integration tests: an in-process weft server, a real memcached in a
-//! child process (killed on drop), and a client that sends a script and collects the reply.
+//! Shared helpers for the integration tests: an in-process weft server (or the one
+//! `WEFT_TEST_SERVER` names), and a client that sends a script and collects the reply. The real
+//! memcached in a child process, killed on drop, comes from `weft_testkit`.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
 
 use weft_cache::{Server, Settings};
-
-pub const MEMCACHED: &str = "/usr/bin/memcached";
 
 /// Settings for a test server on a free localhost port.
 pub fn test_settings() -> Settings {
@@ -21,7 +19,8 @@ pub fn test_settings() -> Settings {
     }
 }
 
-/// A weft server that shuts down when dropped.
+/// A weft server that shuts down when dropped, or the already running server
+/// `WEFT_TEST_SERVER` names ([`WeftServer::default_or_env`]), left running.
 pub struct WeftServer {
     server: Option<Server>,
     pub addr: SocketAddr,
@@ -37,8 +36,21 @@ impl WeftServer {
         }
     }
 
+    /// The server `WEFT_TEST_SERVER` names if it is set, else one started on
+    /// [`test_settings`]: for the tests that need nothing but the default settings and assume
+    /// nothing of the server's state (see `weft_testkit::SERVER_ENV`).
+    pub fn default_or_env() -> WeftServer {
+        match weft_testkit::server_from_env() {
+            Some(addr) => WeftServer { server: None, addr },
+            None => WeftServer::start(test_settings()),
+        }
+    }
+
+    /// The in-process server; a test that looks inside it does not honour `WEFT_TEST_SERVER`.
     pub fn server(&self) -> &Server {
-        self.server.as_ref().unwrap()
+        self.server
+            .as_ref()
+            .expect("an in-process server (this test ignores WEFT_TEST_SERVER)")
     }
 }
 
@@ -48,60 +60,6 @@ impl Drop for WeftServer {
             s.shutdown(Duration::from_millis(200));
         }
     }
-}
-
-/// A child process killed (by its PID) on drop.
-pub struct ChildGuard(pub Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Waits until something accepts on `addr`.
-pub fn wait_listening(addr: SocketAddr) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "nothing listens on {addr}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Starts the real memcached with `extra` flags, or returns `None` (with a note) when it is
-/// not installed; under `CI=true` a missing memcached fails the test instead.
-pub fn start_memcached(extra: &[&str]) -> Option<(ChildGuard, SocketAddr)> {
-    if !std::path::Path::new(MEMCACHED).exists() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{MEMCACHED} is required under CI=true (apt-get install memcached)"
-        );
-        eprintln!("SKIP: {MEMCACHED} is not installed (apt-get install memcached)");
-        return None;
-    }
-    let port = free_port();
-    let mut cmd = Command::new(MEMCACHED);
-    cmd.args(["-U", "0", "-l", "127.0.0.1", "-p", &port.to_string()])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        cmd.args(["-u", "root"]);
-    }
-    let child = ChildGuard(cmd.spawn().expect("spawn memcached"));
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    wait_listening(addr);
-    Some((child, addr))
 }
 
 /// Sends `script` on a new connection and reads until the reply ends with `until` (or the

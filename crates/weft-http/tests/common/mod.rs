@@ -1,11 +1,11 @@
 //! Helpers shared by the integration tests: a server on 127.0.0.1:0 in this process, a file
-//! tree, raw HTTP over std sockets, and a guard that kills child processes by PID.
+//! tree, raw HTTP over std sockets; the guard that kills child processes by PID and the rule
+//! for a missing peer come from `weft_testkit`.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::Child;
+use std::path::Path;
 use std::time::Duration;
 
 use weft_http::{Config, Server, ShutdownHandle};
@@ -190,33 +190,6 @@ pub fn closed_by_server(s: &mut TcpStream) -> bool {
 /// `GET path` with HTTP/1.1 and a Host header, plus extra header lines.
 pub fn get(path: &str, extra: &str) -> String {
     format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{extra}\r\n")
-}
-
-/// Kills a child process by PID on drop.
-pub struct ChildGuard(pub Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The program's path if it is installed, else prints a skip note and returns `None`; under
-/// `CI=true` a missing peer fails the test instead of skipping it.
-pub fn require(program: &str) -> Option<PathBuf> {
-    for dir in ["/usr/bin", "/usr/sbin", "/bin", "/usr/local/bin"] {
-        let p = Path::new(dir).join(program);
-        if p.exists() {
-            return Some(p);
-        }
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{program} is not installed (required under CI=true)"
-    );
-    eprintln!("SKIP: {program} is not installed");
-    None
 }
 
 /// Requests `path` from `addr` with a small receive buffer, truncates the file to 1 MiB once

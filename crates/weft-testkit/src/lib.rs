@@ -1,0 +1,22 @@
+//! What the workspace's integration tests share, so that each crate's `tests/common` holds only
+//! what is its own: a guard that kills a child process by PID ([`ChildGuard`]), a free port,
+//! waiting for a listener, the peers the tests compare against (the real memcached, nginx) and
+//! the rule for a missing one ([`require`]), and [`server_from_env`]: `WEFT_TEST_SERVER`
+//! pointing the protocol tests at a server that is already running.
+//!
+//! A dev-dependency only: no library or binary of the workspace depends on it, and it depends
+//! on no crate of the workspace (so every crate's tests, `weft-load`'s included, may use it).
+//!
+//! Invariants: a test whose peer is missing fails under `CI=true` with the command that installs
+//! it, and elsewhere prints one `SKIP:` line and passes; every child a helper starts is owned by
+//! a [`ChildGuard`], so it is killed by its PID when the test ends, passes or panics.
+
+mod net;
+mod peers;
+mod process;
+
+pub use net::{free_port, listening_within, server_from_env, wait_listening, SERVER_ENV};
+pub use peers::{
+    find_program, install_hint, missing, require, start_memcached, start_nginx, MEMCACHED,
+};
+pub use process::{is_root, status_kib, wait_exit, ChildGuard};

@@ -1,0 +1,43 @@
+//! Child processes: the guard that kills one by PID, waiting for an exit, and what `/proc`
+//! says of one.
+
+use std::process::{Child, ExitStatus};
+use std::time::{Duration, Instant};
+
+/// A child process killed (by its PID) and reaped on drop, if it is still running.
+pub struct ChildGuard(pub Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether the tests run as root (memcached then needs `-u root`).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Waits for `child` to exit; fails the test after `within`.
+pub fn wait_exit(child: &mut Child, within: Duration) -> ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "did not exit within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A `kB` field of `/proc/PID/status` (`VmRSS`, `VmHWM`, ...), in KiB.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
