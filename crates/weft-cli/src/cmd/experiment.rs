@@ -20,6 +20,16 @@ enum Which {
     Quick,
     /// The scheduler study: `weft bench study` benchmarks × policies × 1, 2, 4 processors.
     Study,
+    /// Fibers vs OS threads: `weft http` and `weft memcached` with a fiber per connection and
+    /// with `--threads-per-connection`, closed loop at --thread-connections, alternating
+    /// rounds (--runs); req/s, p99 and memory per connection in OUT/threads.svg and
+    /// OUT/threads.jsonl. About 2.5 minutes with the defaults.
+    Threads,
+    /// Static files from disk: the file set (default scale 1, 2.3 GB) served with the
+    /// server's page cache held to --memory-limit-mib by a memory cgroup, names drawn
+    /// uniformly, caches dropped before every point (needs root); weft http against nginx
+    /// and nginx with `aio threads`. Replies/s, errors and p99 vs rate.
+    Disk,
 }
 
 #[derive(Debug, Args)]
@@ -69,6 +79,12 @@ pub struct ExperimentArgs {
     /// Only weft's servers, even if memcached and nginx are installed.
     #[arg(long)]
     no_peers: bool,
+    /// `threads`: the concurrent connection counts (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "100,1000")]
+    thread_connections: Vec<usize>,
+    /// `disk`: the memory limit (MiB) of the server's cgroup.
+    #[arg(long, default_value_t = super::experiment_disk::DEFAULT_LIMIT_MIB)]
+    memory_limit_mib: u64,
 }
 
 /// Runs a parsed `weft experiment` command.
@@ -76,13 +92,23 @@ pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
     if args.which == Which::Study {
         return super::experiment_study::run(&args.out, args.runs.unwrap_or(3), &args.schedulers);
     }
+    if args.which == Which::Threads {
+        return super::experiment_threads::run(
+            &args.out,
+            args.runs.unwrap_or(3),
+            args.thread_connections,
+            args.duration.unwrap_or(4.0),
+            args.warmup.unwrap_or(1.0),
+        );
+    }
     let quick = args.which == Which::Quick;
     let kind = match args.which {
         Which::Memcached => Kind::Memcached,
         Which::Updates => Kind::Updates,
         Which::Static => Kind::Static,
         Which::Quick => Kind::Quick,
-        Which::Study => unreachable!("returned above"),
+        Which::Disk => Kind::Static,
+        Which::Study | Which::Threads => unreachable!("returned above"),
     };
     let runs = args.runs.unwrap_or(if quick { 1 } else { 3 });
     if runs == 0 {
@@ -103,11 +129,16 @@ pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
     let out = absolute(&args.out)?;
     let fileset = match &args.fileset {
         Some(f) => absolute(f)?,
+        None if args.which == Which::Disk => out.join("disk-fileset"),
         None => out.join("fileset"),
     };
     let settings = Settings {
         fileset,
-        fileset_scale: args.fileset_scale.unwrap_or(if quick { 0.01 } else { 0.1 }),
+        fileset_scale: args.fileset_scale.unwrap_or(match args.which {
+            Which::Quick => 0.01,
+            Which::Disk => 1.0,
+            _ => 0.1,
+        }),
         out,
         runs,
         rates: args.rates,
@@ -118,6 +149,17 @@ pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
         weft_exe: std::env::current_exe().context("finding the weft executable")?,
         peers: !args.no_peers,
     };
+    if args.which == Which::Disk {
+        let rates = args
+            .rates
+            .unwrap_or(experiment::Rates {
+                from: 250.0,
+                to: 1_500.0,
+                step: 250.0,
+            })
+            .values();
+        return super::experiment_disk::run(settings, args.memory_limit_mib, rates);
+    }
     let started = Instant::now();
     let mut notes = Vec::new();
     let sweeps = experiment::plan(kind, &settings, &mut notes);

@@ -8,9 +8,12 @@
 //! separate processes (`weft load ... --json`) so their CPU use never mixes with the
 //! runner's.
 
+pub mod cgroup;
+pub mod disk;
 pub mod output;
 pub mod plot;
 pub mod process;
+pub mod threads;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -361,7 +364,7 @@ fn file_name(s: &str) -> String {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn measure(
+pub(crate) fn measure(
     settings: &Settings,
     sweep: &Sweep,
     server: &str,

@@ -114,11 +114,16 @@ type Figure = (String, String, Axes<'static>, Box<dyn Fn(&Point) -> f64>);
 pub fn write_plots(out: &Path, points: &[Point]) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for (experiment, grouped) in group(points) {
-        let figures: Vec<Figure> = if experiment == "static" {
+        let figures: Vec<Figure> = if experiment == "static" || experiment == "disk" {
+            let what = if experiment == "disk" {
+                "Static files from disk"
+            } else {
+                "Static files"
+            };
             vec![
                 (
                     "throughput".into(),
-                    "Static files: replies/s vs request rate".into(),
+                    format!("{what}: replies/s vs request rate"),
                     Axes {
                         x: "target requests/s",
                         y: "replies/s",
@@ -128,7 +133,7 @@ pub fn write_plots(out: &Path, points: &[Point]) -> anyhow::Result<Vec<PathBuf>>
                 ),
                 (
                     "errors".into(),
-                    "Static files: error rate vs request rate".into(),
+                    format!("{what}: error rate vs request rate"),
                     Axes {
                         x: "target requests/s",
                         y: "errors (% of requests)",
@@ -138,7 +143,7 @@ pub fn write_plots(out: &Path, points: &[Point]) -> anyhow::Result<Vec<PathBuf>>
                 ),
                 (
                     "p99".into(),
-                    "Static files: p99 latency vs request rate".into(),
+                    format!("{what}: p99 latency vs request rate"),
                     Axes {
                         x: "target requests/s",
                         y: "p99 latency (us, log)",

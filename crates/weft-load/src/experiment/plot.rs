@@ -49,6 +49,26 @@ pub fn draw(path: &Path, title: &str, axes: &Axes<'_>, panels: &[Panel]) -> anyh
     Ok(())
 }
 
+/// Like [`draw`], but each panel has its own axes (a figure of different measures side by
+/// side, such as throughput, p99 and memory).
+pub fn draw_each(path: &Path, title: &str, panels: &[(Panel, Axes<'_>)]) -> anyhow::Result<()> {
+    let cols = if panels.len() > 1 { 2 } else { 1 };
+    let cols = if panels.len() % 3 == 0 { 3 } else { cols };
+    let rows = panels.len().div_ceil(cols).max(1);
+    let size = (PANEL_WIDTH * cols as u32, PANEL_HEIGHT * rows as u32 + 40);
+    let root = SVGBackend::new(path, size).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let root = root
+        .titled(title, ("sans-serif", 22))
+        .map_err(|e| anyhow!("{e}"))?;
+    let areas = root.split_evenly((rows, cols));
+    for (area, (panel, axes)) in areas.iter().zip(panels) {
+        draw_panel(area, panel, axes)?;
+    }
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
 fn draw_panel(
     area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
     panel: &Panel,
