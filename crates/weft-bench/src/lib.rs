@@ -1,9 +1,11 @@
-//! # weft-bench: benchmarks that compare weft with tokio
+//! # weft-bench: benchmarks and experiments
 //!
-//! Each benchmark is written twice, once on weft fibers and once, idiomatically, on tokio's
-//! multi-thread runtime, and both report the same [`Record`]. The `weft` binary
-//! (`weft bench ...`, crate `weft-cli`) is the front end; this crate has no command line of its
-//! own.
+//! Two kinds of job, one module each. In-process benchmarks that compare weft with tokio,
+//! each written twice, once on weft fibers and once, idiomatically, on tokio's multi-thread
+//! runtime, both reporting the same [`Record`]; and the orchestration of the benchmarks that
+//! put weft's servers beside their peers, which start servers and generators as pinned child
+//! processes and read what they did. The `weft` binary (`weft bench ...`, crate `weft-cli`)
+//! parses the command line and calls in here; this crate has no command line of its own.
 //!
 //! - [`echo`]: echo-server requests/s and server CPU per request: weft (io_uring, epoll) vs
 //!   tokio, server and client pinned to different cores.
@@ -15,12 +17,27 @@
 //! - [`wake_cost`]: the CPU one wake-up costs on this machine (by timer, by another CPU), the
 //!   floor under an open-loop load generator's CPU per request.
 //!
+//! Orchestration (each job's `Options` and `run`; children pinned and killed by PID through
+//! `weft_load::experiment::process`):
+//! - [`memcached`]: `weft bench memcached`, weft memcached against memcached `-t 1`.
+//! - [`memory`]: `weft bench memory`, whether `-m` holds (RSS of both under a write-heavy load).
+//! - [`http`]: `weft bench http`, weft http against nginx (wrk, the file set, `weft load http`).
+//! - [`generators`]: `weft bench load`, the load generators against wrk, memcaslap and
+//!   `benches/openloop`; and the memcached-like server starts and `weft load memcached` runs
+//!   the other jobs share.
+//! - [`cgroup`]: the CPU quota (`--server-cpu-pct`) the servers of a job run under.
+//!
 //! Architecture Invariant: this crate knows weft only through its public API (`weft::Cluster`,
 //! `weft::spawn`, `weft::sync`, `weft::sched::names`, `weft::net`, `weft::fs`); it never reaches into the runtime, so what
 //! it measures is what users get.
 
+pub mod cgroup;
 pub mod echo;
 pub mod files;
+pub mod generators;
+pub mod http;
+pub mod memcached;
+pub mod memory;
 mod record;
 pub mod report;
 pub mod sched;

@@ -1,33 +1,18 @@
-//! `weft bench memcached`: `weft memcached -t 1` and the real `memcached -t 1` side by side,
-//! each pinned to CPU 0, loaded from CPU 1 by `weft load memcached` (a separate process).
-//! Prints for each: peak throughput (closed loop), p99 latency at 80% of memcached's peak (open
-//! loop, the same offered load for both), and server CPU time per request (from
-//! /proc/PID/stat), with weft/memcached ratios; the issue's targets are ≥ 1.1×, ≤ 1× and ≤ 1×.
-//!
-//! Every measurement is repeated `--runs` times alternating the servers, and the median is
-//! reported, so that a burst of noise on the machine hits both alike.
-//!
-//! With `--open-loop F1,F2,...` it measures instead memcached's closed-loop peak at
-//! `--connections`, then both servers open loop at each fraction of that peak (the generator
-//! polling, as for latency), and prints p50/p99/p999 and req/s side by side as min–median–max
-//! over the runs.
+//! `weft bench memcached`'s command line; the benchmark is `weft_bench::memcached`.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::path::PathBuf;
 
-use anyhow::{bail, Context};
 use clap::builder::TypedValueParser as _;
 use clap::Args;
-use weft_load::experiment::process::{self, Running};
-use weft_load::memcached::Report;
+use weft_bench::memcached::MAX_CONNECTIONS;
 
-use super::load_bench::{
-    memcached_report, memcached_report_polling, raise_nofile_limit, start_memcached_like,
-    MemcachedLoad,
-};
-
-/// The most client connections (the thesis's 15,360).
-const MAX_CONNECTIONS: usize = 15_360;
+/// A fraction of the peak, for `--open-loop` (here and in `weft bench http`).
+pub(super) fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 2.0 => Ok(f),
+        _ => Err(format!("'{s}' is not a fraction of the peak in (0, 2]")),
+    }
+}
 
 #[derive(Debug, Args)]
 pub struct MemcachedBenchArgs {
@@ -81,362 +66,27 @@ pub struct MemcachedBenchArgs {
     json: bool,
 }
 
-/// The medians of one server's runs at one load.
-#[derive(Debug, Default, Clone, Copy)]
-struct Figures {
-    qps: f64,
-    p99_us: f64,
-    cpu_us_per_request: f64,
-    saturated: bool,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    weft_load::experiment::output::median_min_max(&mut v).0
-}
-
-/// The median of `v`.
-pub(super) fn median_of(v: &[f64]) -> f64 {
-    median(v.to_vec())
-}
-
-pub(super) fn parse_fraction(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(f) if f > 0.0 && f <= 2.0 => Ok(f),
-        _ => Err(format!("'{s}' is not a fraction of the peak in (0, 2]")),
-    }
-}
-
-/// One server's run at one open-loop rate, as the open-loop tables show it.
-pub(super) struct OpenLoopSample {
-    /// Replies per second inside the window.
-    pub actual: f64,
-    pub latency: weft_load::latency::LatencySummary,
-    /// The generator's send lag p99 (µs), where it reports one.
-    pub lag_p99_us: Option<f64>,
-    pub saturated: bool,
-}
-
-/// The header of the open-loop table (markdown), shared by `bench memcached` and `bench http`.
-pub(super) fn open_loop_header() -> String {
-    "| fraction | offered req/s | server | actual req/s | p50 ms | p99 ms | p999 ms | generator \
-     send lag p99 ms |\n|---|---|---|---|---|---|---|---|"
-        .to_owned()
-}
-
-/// One row: `samples` are one server's runs at `fraction` of the peer's peak (`offered`/s).
-pub(super) fn open_loop_row(
-    fraction: f64,
-    offered: f64,
-    server: &str,
-    samples: &[OpenLoopSample],
-) -> String {
-    let col = |f: &dyn Fn(&OpenLoopSample) -> f64, scale: f64, decimals: usize| {
-        spread(&samples.iter().map(f).collect::<Vec<_>>(), scale, decimals)
-    };
-    let lag = if samples.iter().all(|s| s.lag_p99_us.is_some()) {
-        col(&|s| s.lag_p99_us.unwrap_or(0.0), 1e-3, 2)
-    } else {
-        "-".to_owned()
-    };
-    format!(
-        "| {fraction} | {offered:.0} | {server} | {} | {} | {} | {} | {lag} |",
-        col(&|s| s.actual, 1.0, 0),
-        col(&|s| s.latency.p50 as f64, 1e-3, 3),
-        col(&|s| s.latency.p99 as f64, 1e-3, 2),
-        col(&|s| s.latency.p999 as f64, 1e-3, 2),
-    )
-}
-
-/// The lines under the open-loop table.
-pub(super) fn open_loop_footer(saturated: bool) -> String {
-    let mut s = "(min–median–max over the runs where they differ)".to_owned();
-    if saturated {
-        s.push_str(
-            "\nnote: the load generator was saturated in some run: the latencies there may be \
-             its own",
-        );
-    }
-    s
-}
-
-/// `min–median–max` of `v` scaled by `scale`, with `decimals`; one value when all agree.
-fn spread(v: &[f64], scale: f64, decimals: usize) -> String {
-    let mut v: Vec<f64> = v.iter().map(|x| x * scale).collect();
-    let (med, lo, hi) = weft_load::experiment::output::median_min_max(&mut v);
-    if lo == hi {
-        format!("{med:.decimals$}")
-    } else {
-        format!("{lo:.decimals$}–{med:.decimals$}–{hi:.decimals$}")
+impl MemcachedBenchArgs {
+    /// The benchmark's options, as the library takes them.
+    pub fn options(&self) -> weft_bench::memcached::Options {
+        weft_bench::memcached::Options {
+            connections: self.connections,
+            open_loop: self.open_loop.clone(),
+            depth: self.depth,
+            duration: self.duration,
+            runs: self.runs,
+            update_ratio: self.update_ratio,
+            value_size: self.value_size.clone(),
+            keys: self.keys,
+            scheduler: self.scheduler.clone(),
+            io: self.io.clone(),
+            server_cpu_pct: self.server_cpu_pct,
+            memcached: self.memcached.clone(),
+            json: self.json,
+        }
     }
 }
 
 pub fn run(args: &MemcachedBenchArgs) -> anyhow::Result<()> {
-    if args.runs == 0 || args.duration <= 0.0 || args.connections == 0 || args.depth == 0 {
-        bail!("--runs, --duration, --connections and --depth must be > 0");
-    }
-    let memcached = match &args.memcached {
-        Some(p) => p.clone(),
-        None => process::find_program("memcached").context(
-            "memcached is not installed (apt-get install memcached); nothing to compare with",
-        )?,
-    };
-    let exe = std::env::current_exe().context("finding the weft executable")?;
-    let limit = raise_nofile_limit();
-    if (limit as usize) < 2 * args.connections + 256 {
-        eprintln!(
-            "note: the open-file limit is {limit} (hard limit); {} connections need about {}",
-            args.connections,
-            2 * args.connections + 256
-        );
-    }
-    let work = std::env::temp_dir().join(format!("weft-bench-memcached-{}", std::process::id()));
-    std::fs::create_dir_all(&work)?;
-    let interrupted = weft_load::experiment::interrupt_flag()?;
-    let result = compare(args, &exe, &memcached, &work, &interrupted);
-    let _ = std::fs::remove_dir_all(&work);
-    result
-}
-
-fn compare(
-    args: &MemcachedBenchArgs,
-    exe: &Path,
-    memcached: &Path,
-    work: &Path,
-    interrupted: &AtomicBool,
-) -> anyhow::Result<()> {
-    let mut weft_prefix: Vec<String> = vec!["memcached".into(), "--io".into(), args.io.clone()];
-    if let Some(policy) = &args.scheduler {
-        weft_prefix.extend(["--scheduler".into(), policy.clone()]);
-    }
-    // Declared before the servers so that it is removed after they were stopped.
-    let cpu_limit = args
-        .server_cpu_pct
-        .map(|pct| super::cpu_limit::CpuLimit::new("weft-bench-memcached", pct))
-        .transpose()?;
-    let servers = [
-        start_memcached_like("weft", exe, &weft_prefix, work, args.connections)?,
-        start_memcached_like("memcached", memcached, &[], work, args.connections)?,
-    ];
-    if let Some(limit) = &cpu_limit {
-        for (server, _) in &servers {
-            limit.add(server.pid())?;
-        }
-        println!(
-            "servers capped together at {} % of their core (cgroup CPU quota, 10 ms period)",
-            args.server_cpu_pct.unwrap_or(100)
-        );
-    }
-    if !args.open_loop.is_empty() {
-        return open_loop(args, exe, &servers, interrupted);
-    }
-    println!(
-        "weft memcached vs memcached, -t 1 each, pinned to CPU 0; load from CPU 1: {} connections, \
-         {:.0}% sets of {}, {} keys, {} run(s) of {} s per point (medians)",
-        args.connections,
-        args.update_ratio * 100.0,
-        args.value_size,
-        args.keys,
-        args.runs,
-        args.duration
-    );
-    let peak = measure(args, exe, &servers, 0.0, args.depth, "peak", interrupted)?;
-    let target = (0.8 * peak[1].qps).round();
-    let at80 = measure(args, exe, &servers, target, 1, "p99_at_80pct", interrupted)?;
-    println!(
-        "{:<40} {:>12} {:>12} {:>8}",
-        "", "weft", "memcached", "ratio"
-    );
-    let row = |label: &str, w: f64, m: f64| {
-        println!("{label:<40} {w:>12.1} {m:>12.1} {:>7.2}x", w / m);
-    };
-    row(
-        &format!("peak req/s (closed loop, depth {})", args.depth),
-        peak[0].qps,
-        peak[1].qps,
-    );
-    row(
-        "server CPU µs/request at peak",
-        peak[0].cpu_us_per_request,
-        peak[1].cpu_us_per_request,
-    );
-    row(
-        &format!("p99 µs at {target:.0} req/s (open loop)"),
-        at80[0].p99_us,
-        at80[1].p99_us,
-    );
-    row("req/s achieved there", at80[0].qps, at80[1].qps);
-    row(
-        "server CPU µs/request there",
-        at80[0].cpu_us_per_request,
-        at80[1].cpu_us_per_request,
-    );
-    if peak.iter().chain(&at80).any(|f| f.saturated) {
-        println!(
-            "note: the load generator's core was saturated in some run: peak figures may \
-             understate the servers"
-        );
-    }
-    Ok(())
-}
-
-/// Runs the load at `qps` (0 = closed loop) against each server `--runs` times, alternating.
-fn measure(
-    args: &MemcachedBenchArgs,
-    exe: &Path,
-    servers: &[(Running, u16); 2],
-    qps: f64,
-    depth: usize,
-    phase: &str,
-    interrupted: &AtomicBool,
-) -> anyhow::Result<[Figures; 2]> {
-    let mut runs: [Vec<(Report, f64)>; 2] = Default::default();
-    for _ in 0..args.runs {
-        for (i, (server, port)) in servers.iter().enumerate() {
-            let (report, cpu_us) =
-                one_run(args, exe, server, *port, qps, depth, false, interrupted)?;
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::json!({
-                        "server": if i == 0 { "weft" } else { "memcached" },
-                        "phase": phase,
-                        "server_cpu_us_per_request": cpu_us,
-                        "report": report,
-                    })
-                );
-            }
-            runs[i].push((report, cpu_us));
-        }
-    }
-    Ok(runs.map(|rs| Figures {
-        qps: median(rs.iter().map(|(r, _)| r.actual_qps).collect()),
-        p99_us: median(rs.iter().map(|(r, _)| r.latency_us.p99 as f64).collect()),
-        cpu_us_per_request: median(rs.iter().map(|(_, c)| *c).collect()),
-        saturated: rs.iter().any(|(r, _)| r.generator_saturated),
-    }))
-}
-
-/// The open-loop mode: memcached's closed-loop peak at `--connections`, then both servers at
-/// each `--open-loop` fraction of it, alternating per run; prints the side-by-side table.
-fn open_loop(
-    args: &MemcachedBenchArgs,
-    exe: &Path,
-    servers: &[(Running, u16); 2],
-    interrupted: &AtomicBool,
-) -> anyhow::Result<()> {
-    let names = ["weft", "memcached"];
-    println!(
-        "weft memcached vs memcached, -t 1 each, pinned to CPU 0; load from CPU 1 (weft load \
-         memcached): {} connections, {:.0}% sets of {}, {} keys, {} run(s) of {} s per point",
-        args.connections,
-        args.update_ratio * 100.0,
-        args.value_size,
-        args.keys,
-        args.runs,
-        args.duration
-    );
-    let mut peaks = Vec::new();
-    for _ in 0..args.runs {
-        let (server, port) = &servers[1];
-        let (report, _) = one_run(
-            args,
-            exe,
-            server,
-            *port,
-            0.0,
-            args.depth,
-            false,
-            interrupted,
-        )?;
-        if args.json {
-            println!(
-                "{}",
-                serde_json::json!({"server": "memcached", "phase": "peak", "report": report})
-            );
-        }
-        peaks.push(report.actual_qps);
-    }
-    let peak = median(peaks.clone());
-    println!(
-        "memcached peak (closed loop, depth {}, {} connections): {} req/s",
-        args.depth,
-        args.connections,
-        spread(&peaks, 1.0, 0)
-    );
-    println!();
-    println!("{}", open_loop_header());
-    let mut saturated = false;
-    for &fraction in &args.open_loop {
-        let offered = (fraction * peak).round().max(1.0);
-        let mut runs: [Vec<Report>; 2] = Default::default();
-        for _ in 0..args.runs {
-            for (i, (server, port)) in servers.iter().enumerate() {
-                let (report, _) = one_run(args, exe, server, *port, offered, 1, true, interrupted)?;
-                if args.json {
-                    println!(
-                        "{}",
-                        serde_json::json!({
-                            "server": names[i],
-                            "phase": "open_loop",
-                            "fraction": fraction,
-                            "report": report,
-                        })
-                    );
-                }
-                runs[i].push(report);
-            }
-        }
-        for (i, rs) in runs.iter().enumerate() {
-            let samples: Vec<OpenLoopSample> = rs
-                .iter()
-                .map(|r| OpenLoopSample {
-                    actual: r.actual_qps,
-                    latency: r.latency_us,
-                    lag_p99_us: r.generator_send_lag_us.as_ref().map(|l| l.p99 as f64),
-                    saturated: r.generator_saturated,
-                })
-                .collect();
-            saturated |= samples.iter().any(|s| s.saturated);
-            println!("{}", open_loop_row(fraction, offered, names[i], &samples));
-        }
-    }
-    println!("{}", open_loop_footer(saturated));
-    Ok(())
-}
-
-/// One load run; returns the generator's report and the server's CPU µs per reply it sent.
-/// `poll`: the generator's dispatcher polls (latency) instead of sleeping (CPU per request).
-#[allow(clippy::too_many_arguments)]
-fn one_run(
-    args: &MemcachedBenchArgs,
-    exe: &Path,
-    server: &Running,
-    port: u16,
-    qps: f64,
-    depth: usize,
-    poll: bool,
-    interrupted: &AtomicBool,
-) -> anyhow::Result<(Report, f64)> {
-    let load = MemcachedLoad {
-        port,
-        connections: args.connections,
-        qps,
-        depth,
-        update_ratio: args.update_ratio,
-        value_size: &args.value_size,
-        keys: args.keys,
-        duration_s: args.duration,
-        warmup_s: 1.0,
-    };
-    let pid = server.pid();
-    let before = weft_bench::echo::cpu::process_cpu_seconds(pid)?;
-    let load_cpu = process::server_and_load_cpus().1;
-    let report = if poll {
-        memcached_report_polling(exe, &load, load_cpu, interrupted)?
-    } else {
-        memcached_report(exe, &load, load_cpu, interrupted)?
-    };
-    let cpu_s = weft_bench::echo::cpu::process_cpu_seconds(pid)? - before;
-    let served = load.served(&report);
-    Ok((report, cpu_s * 1e6 / served.max(1.0)))
+    weft_bench::memcached::run(&args.options())
 }

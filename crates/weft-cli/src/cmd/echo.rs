@@ -74,7 +74,7 @@ pub fn run(args: &EchoArgs) -> anyhow::Result<()> {
     // Dropped after `echo::run` has stopped the server, so the cgroup is empty when removed.
     let cpu_limit = args
         .server_cpu_pct
-        .map(|pct| super::cpu_limit::CpuLimit::new("weft-bench-echo", pct))
+        .map(|pct| weft_bench::cgroup::CpuLimit::new("weft-bench-echo", pct))
         .transpose()?;
     let r = echo::run(&params, server, |pid| match &cpu_limit {
         Some(limit) => limit.add(pid).map_err(std::io::Error::other),

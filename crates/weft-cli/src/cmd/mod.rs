@@ -3,7 +3,6 @@
 pub mod bench;
 pub mod bench_memcached;
 pub mod bench_memory;
-pub mod cpu_limit;
 pub mod echo;
 pub mod experiment;
 pub mod experiment_disk;
@@ -12,7 +11,6 @@ pub mod experiment_threads;
 pub mod fileset;
 pub mod http;
 pub mod http_bench;
-mod http_bench_open_loop;
 pub mod load;
 pub mod load_bench;
 pub mod memcached;

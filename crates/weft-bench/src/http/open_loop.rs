@@ -11,21 +11,19 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 
-use super::http_bench::{load_http_json, HttpBenchArgs, Server};
+use super::{load_http_json, Options, Server};
 
 /// The open-loop mode: nginx's closed-loop peak over --connections keep-alive connections,
 /// then both servers open loop at each fraction of it; appends the table to `report`.
 pub(super) fn run(
-    args: &HttpBenchArgs,
+    args: &Options,
     servers: &[&Server],
     load: &Command,
     work: &Path,
     report: &mut String,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<()> {
-    use super::bench_memcached::{
-        open_loop_footer, open_loop_header, open_loop_row, OpenLoopSample,
-    };
+    use crate::memcached::{open_loop_footer, open_loop_header, open_loop_row, OpenLoopSample};
     let urls = work.join("bench-4k.urls");
     std::fs::write(&urls, "/bench-4k.bin\n")?;
     let conns = args.keepalive_conns.to_string();
@@ -44,7 +42,7 @@ pub(super) fn run(
         let v = load_http_json(load, nginx, &common(0.0), args.duration, interrupted)?;
         peaks.push(v["replies_per_sec"].as_f64().unwrap_or(0.0));
     }
-    let peak = super::bench_memcached::median_of(&peaks);
+    let peak = crate::memcached::median_of(&peaks);
     writeln!(
         report,
         "open loop, one 4 KiB file over {} keep-alive connections; nginx peak (weft load http \
