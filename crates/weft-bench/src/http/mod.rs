@@ -16,7 +16,7 @@
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -106,7 +106,9 @@ pub struct Server {
 impl Server {
     /// Server CPU time so far (user + system), from /proc.
     fn cpu(&self) -> Duration {
-        proc_cpu(self.guard.0.id()).unwrap_or_default()
+        crate::echo::cpu::process_cpu_seconds(self.guard.0.id())
+            .map(Duration::from_secs_f64)
+            .unwrap_or_default()
     }
 }
 
@@ -618,7 +620,7 @@ fn which(name: &str, candidates: &[&str]) -> Option<PathBuf> {
 }
 
 fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(process::free_port()?)
 }
 
 fn wait_listening(addr: SocketAddr, what: &str) -> anyhow::Result<()> {
@@ -685,17 +687,6 @@ fn start_weft(cmd: &Command, root: &Path, io: Io) -> anyhow::Result<Server> {
         addr,
         guard,
     })
-}
-
-/// User + system CPU time of a process, from /proc/PID/stat.
-fn proc_cpu(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // Fields 14 and 15 of stat(5), counted from after the command name (which is field 2).
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // /proc counts in USER_HZ, which is 100 on Linux.
-    Some(Duration::from_micros(ticks * 10_000))
 }
 
 /// A fresh private directory for nginx's files.
