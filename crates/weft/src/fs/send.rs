@@ -94,6 +94,9 @@ pub fn send_file_with(
     len: usize,
     stream: &impl StreamSocket,
 ) -> io::Result<usize> {
+    // Bytes written to the stream before (which may still be on their way behind the caller,
+    // see `io/behind.rs`) go first.
+    stream.settle_writes()?;
     let deadline = stream.write_deadline();
     let sock = stream.socket_fd();
     let reg = stream.registration();
@@ -130,7 +133,7 @@ fn read_send(
         }
         let mut out = &buf[..n];
         while !out.is_empty() {
-            match sockio::send(sock, reg, out, deadline)? {
+            match sockio::send_now(sock, reg, out, deadline)? {
                 0 => return Err(io::ErrorKind::WriteZero.into()),
                 k => out = &out[k..],
             }

@@ -42,6 +42,8 @@
 //!   another cluster) is queued where it belongs; a cancel from a fiber that moved is forwarded
 //!   to the owning processor (single-issuer rings), which the test suite checks.
 
+pub(crate) mod behind;
+pub(crate) mod behind_state;
 pub(crate) mod driver;
 pub(crate) mod op;
 pub(crate) mod op_state;

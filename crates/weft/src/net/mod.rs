@@ -9,7 +9,13 @@
 //!
 //! Sockets are always non-blocking at the descriptor level (the epoll backend and plain threads
 //! try the syscall and wait for readiness on `EAGAIN`; io_uring copes with either).
+//!
+//! A short write from a fiber on io_uring returns before the kernel has taken the bytes: they
+//! are copied and sent behind the caller (`io/behind.rs`), and the next call that writes through
+//! the connection (`write`, `flush`, `shutdown`, `send_file`, dropping the stream) first makes
+//! sure they went, reporting their error if they could not. `flush` waits for them explicitly.
 
+mod send_side;
 pub(crate) mod sockio;
 mod tcp;
 mod unix;

@@ -85,8 +85,9 @@ pub(crate) fn recv(
     }
 }
 
-/// `send(2)` with `MSG_NOSIGNAL` on a connected stream socket.
-pub(crate) fn send(
+/// `send(2)` with `MSG_NOSIGNAL` on a connected stream socket, waiting for the kernel to take
+/// the bytes (the ordinary path; streams write through `send_side`, which may send behind).
+pub(crate) fn send_now(
     fd: i32,
     reg: &Registration,
     buf: &[u8],
@@ -112,8 +113,8 @@ pub(crate) fn send(
     }
 }
 
-/// `sendmsg(2)` of several buffers with `MSG_NOSIGNAL`.
-pub(crate) fn send_vectored(
+/// `sendmsg(2)` of several buffers with `MSG_NOSIGNAL` (the ordinary path, as `send_now`).
+pub(crate) fn send_vectored_now(
     fd: i32,
     reg: &Registration,
     bufs: &[io::IoSlice<'_>],
@@ -153,15 +154,18 @@ pub trait StreamSocket: sealed::Sealed {
     fn write_deadline(&self) -> Option<Instant>;
     #[doc(hidden)]
     fn registration(&self) -> &Registration;
+    /// Waits until every byte written before through the stream is with the kernel.
+    #[doc(hidden)]
+    fn settle_writes(&self) -> io::Result<()>;
 }
 
 pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
-/// The plumbing every stream socket type shares, for a type with fields `sock: socket2::Socket`,
-/// `reg` (its epoll [`Registration`]), `read_timeout_ns` and `write_timeout_ns` and a
-/// `from_socket` constructor: the timeout
+/// The plumbing every stream socket type shares, for a type with fields `send` (its
+/// [`super::send_side::SendSide`], which owns the socket), `reg` (its epoll [`Registration`]) and
+/// `read_timeout_ns`, and a `from_send_side` constructor: the timeout
 /// accessors, `try_clone`, `take_error`, `Read`/`Write` on the owned value (delegating to the
 /// `&T` impls the type writes itself), the fd conversions, and `StreamSocket`.
 macro_rules! stream_plumbing {
@@ -186,7 +190,7 @@ macro_rules! stream_plumbing {
                 &self,
                 timeout: Option<std::time::Duration>,
             ) -> std::io::Result<()> {
-                self.write_timeout_ns.store(
+                self.send.timeout_ns().store(
                     $crate::net::sockio::timeout_ns(timeout)?,
                     std::sync::atomic::Ordering::Relaxed,
                 );
@@ -200,18 +204,28 @@ macro_rules! stream_plumbing {
 
             /// The write timeout.
             pub fn write_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
-                Ok($crate::net::sockio::stored_timeout(&self.write_timeout_ns))
+                Ok($crate::net::sockio::stored_timeout(self.send.timeout_ns()))
             }
 
             /// A second handle to the same connection (a `dup`ed descriptor); timeouts start
-            /// unset.
+            /// unset. Writes through either handle go out in the order they were made.
             pub fn try_clone(&self) -> std::io::Result<$t> {
-                Ok(<$t>::from_socket(self.sock.try_clone()?))
+                let sock = self.send.sock().try_clone()?;
+                Ok(<$t>::from_send_side(self.send.sharing(sock)))
             }
 
             /// Takes the pending socket error (`SO_ERROR`).
             pub fn take_error(&self) -> std::io::Result<Option<std::io::Error>> {
-                self.sock.take_error()
+                self.send.sock().take_error()
+            }
+
+            /// Shuts down the read half, the write half, or both. Bytes written before go out
+            /// first; if one of them could not be sent, its error is returned (after the
+            /// shutdown).
+            pub fn shutdown(&self, how: std::net::Shutdown) -> std::io::Result<()> {
+                let settled = self.send.settle(&self.reg);
+                self.send.sock().shutdown(how)?;
+                settled
             }
         }
         impl std::io::Read for $t {
@@ -237,31 +251,51 @@ macro_rules! stream_plumbing {
             }
 
             fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
+                std::io::Write::flush(&mut &*self)
+            }
+        }
+
+        impl std::io::Write for &$t {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.send
+                    .send_vectored(&self.reg, &[std::io::IoSlice::new(buf)])
+            }
+
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                self.send.send_vectored(&self.reg, bufs)
+            }
+
+            /// Waits until every byte written before is with the kernel (writes from a fiber
+            /// on io_uring may still be on their way, see `io/behind.rs`), and returns the
+            /// error that stopped one, if any.
+            fn flush(&mut self) -> std::io::Result<()> {
+                self.send.settle(&self.reg)
             }
         }
 
         impl std::os::fd::AsRawFd for $t {
             fn as_raw_fd(&self) -> std::os::fd::RawFd {
-                std::os::fd::AsRawFd::as_raw_fd(&self.sock)
+                std::os::fd::AsRawFd::as_raw_fd(self.send.sock())
             }
         }
 
         impl std::os::fd::AsFd for $t {
             fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-                std::os::fd::AsFd::as_fd(&self.sock)
+                std::os::fd::AsFd::as_fd(self.send.sock())
             }
         }
 
         impl std::os::fd::IntoRawFd for $t {
+            /// The descriptor, once every byte written before is with the kernel.
             fn into_raw_fd(self) -> std::os::fd::RawFd {
-                std::os::fd::IntoRawFd::into_raw_fd(self.sock)
+                std::os::fd::IntoRawFd::into_raw_fd(self.send.into_socket(&self.reg))
             }
         }
 
         impl From<$t> for std::os::fd::OwnedFd {
+            /// The descriptor, once every byte written before is with the kernel.
             fn from(s: $t) -> std::os::fd::OwnedFd {
-                s.sock.into()
+                s.send.into_socket(&s.reg).into()
             }
         }
 
@@ -269,11 +303,15 @@ macro_rules! stream_plumbing {
 
         impl $crate::net::sockio::StreamSocket for $t {
             fn socket_fd(&self) -> i32 {
-                std::os::fd::AsRawFd::as_raw_fd(&self.sock)
+                std::os::fd::AsRawFd::as_raw_fd(self.send.sock())
             }
 
             fn write_deadline(&self) -> Option<std::time::Instant> {
-                $crate::net::sockio::deadline(&self.write_timeout_ns)
+                self.send.deadline()
+            }
+
+            fn settle_writes(&self) -> std::io::Result<()> {
+                self.send.settle(&self.reg)
             }
 
             fn registration(&self) -> &$crate::io::op::Registration {

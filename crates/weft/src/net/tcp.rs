@@ -1,7 +1,7 @@
 //! TCP listeners and streams.
 
-use std::io::{self, IoSlice, IoSliceMut, Read, Write};
-use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::io::{self, IoSliceMut, Read};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use io_uring::{opcode, types::Fd};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use super::send_side::SendSide;
 use super::sockio::{self, deadline, set_errno};
 use crate::io::op::{self, Dir, Registration};
 
@@ -209,13 +210,12 @@ impl AsFd for TcpListener {
 /// for `&TcpStream` (so one fiber can read while another writes).
 #[derive(Debug)]
 pub struct TcpStream {
-    sock: Socket,
+    /// The socket, the write timeout and the connection's write-behind slot.
+    send: SendSide,
     /// The epoll instances that watch it.
     reg: Registration,
     /// Read timeout in nanoseconds; 0 for none.
     read_timeout_ns: AtomicU64,
-    /// Write timeout in nanoseconds; 0 for none.
-    write_timeout_ns: AtomicU64,
     /// Whether the last receive came back short (the socket was drained): the next one then
     /// asks io_uring to poll first rather than try a receive that would fail, and on epoll
     /// waits straight away unless a read edge came meanwhile.
@@ -224,11 +224,14 @@ pub struct TcpStream {
 
 impl TcpStream {
     fn from_socket(sock: Socket) -> TcpStream {
+        TcpStream::from_send_side(SendSide::new(sock))
+    }
+
+    fn from_send_side(send: SendSide) -> TcpStream {
         TcpStream {
-            sock,
+            send,
             reg: Registration::new(),
             read_timeout_ns: AtomicU64::new(0),
-            write_timeout_ns: AtomicU64::new(0),
             recv_drained: AtomicBool::new(false),
         }
     }
@@ -294,7 +297,7 @@ impl TcpStream {
     fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
         let poll_first = self.recv_drained.load(Ordering::Relaxed);
         let r = sockio::recv(
-            self.sock.as_raw_fd(),
+            self.send.sock().as_raw_fd(),
             &self.reg,
             buf,
             deadline(&self.read_timeout_ns),
@@ -309,47 +312,24 @@ impl TcpStream {
         r
     }
 
-    fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        sockio::send(
-            self.sock.as_raw_fd(),
-            &self.reg,
-            buf,
-            deadline(&self.write_timeout_ns),
-        )
-    }
-
-    fn send_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        sockio::send_vectored(
-            self.sock.as_raw_fd(),
-            &self.reg,
-            bufs,
-            deadline(&self.write_timeout_ns),
-        )
-    }
-
     /// The remote address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        sock_addr(self.sock.peer_addr()?)
+        sock_addr(self.send.sock().peer_addr()?)
     }
 
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        sock_addr(self.sock.local_addr()?)
-    }
-
-    /// Shuts down the read half, the write half, or both.
-    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        self.sock.shutdown(how)
+        sock_addr(self.send.sock().local_addr()?)
     }
 
     /// Sets `TCP_NODELAY` (disables Nagle's algorithm).
     pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
-        self.sock.set_tcp_nodelay(nodelay)
+        self.send.sock().set_tcp_nodelay(nodelay)
     }
 
     /// Whether `TCP_NODELAY` is set.
     pub fn nodelay(&self) -> io::Result<bool> {
-        self.sock.tcp_nodelay()
+        self.send.sock().tcp_nodelay()
     }
 }
 
@@ -364,20 +344,6 @@ impl Read for &TcpStream {
             .find(|b| !b.is_empty())
             .map_or(&mut [][..], |b| &mut **b);
         self.recv(buf)
-    }
-}
-
-impl Write for &TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.send(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.send_vectored(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 

@@ -5,9 +5,8 @@
 //! stream's timeouts and fiber cancellation and returns only once the kernel is done with the
 //! caller's buffers. Addresses are returned as `std::os::unix::net::SocketAddr`.
 
-use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::io::{self, IoSliceMut, Read};
 use std::mem::ManuallyDrop;
-use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
@@ -16,6 +15,7 @@ use std::sync::atomic::AtomicU64;
 use io_uring::{opcode, types::Fd};
 use socket2::{Domain, SockAddr, Socket, Type};
 
+use super::send_side::SendSide;
 use super::sockio::{self, deadline};
 use crate::io::op::{self, Dir, Registration};
 
@@ -109,22 +109,24 @@ impl AsFd for UnixListener {
 /// are implemented for it and for `&UnixStream`.
 #[derive(Debug)]
 pub struct UnixStream {
-    sock: Socket,
+    /// The socket, the write timeout and the connection's write-behind slot.
+    send: SendSide,
     /// The epoll instances that watch it.
     reg: Registration,
     /// Read timeout in nanoseconds; 0 for none.
     read_timeout_ns: AtomicU64,
-    /// Write timeout in nanoseconds; 0 for none.
-    write_timeout_ns: AtomicU64,
 }
 
 impl UnixStream {
     fn from_socket(sock: Socket) -> UnixStream {
+        UnixStream::from_send_side(SendSide::new(sock))
+    }
+
+    fn from_send_side(send: SendSide) -> UnixStream {
         UnixStream {
-            sock,
+            send,
             reg: Registration::new(),
             read_timeout_ns: AtomicU64::new(0),
-            write_timeout_ns: AtomicU64::new(0),
         }
     }
 
@@ -166,24 +168,19 @@ impl UnixStream {
 
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        std_view(self.sock.as_raw_fd()).local_addr()
+        std_view(self.send.sock().as_raw_fd()).local_addr()
     }
 
     /// The peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        std_view(self.sock.as_raw_fd()).peer_addr()
-    }
-
-    /// Shuts down the read half, the write half, or both.
-    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        self.sock.shutdown(how)
+        std_view(self.send.sock().as_raw_fd()).peer_addr()
     }
 }
 
 impl Read for &UnixStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         sockio::recv(
-            self.sock.as_raw_fd(),
+            self.send.sock().as_raw_fd(),
             &self.reg,
             buf,
             deadline(&self.read_timeout_ns),
@@ -197,30 +194,6 @@ impl Read for &UnixStream {
             .find(|b| !b.is_empty())
             .map_or(&mut [][..], |b| &mut **b);
         self.read(buf)
-    }
-}
-
-impl Write for &UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        sockio::send(
-            self.sock.as_raw_fd(),
-            &self.reg,
-            buf,
-            deadline(&self.write_timeout_ns),
-        )
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        sockio::send_vectored(
-            self.sock.as_raw_fd(),
-            &self.reg,
-            bufs,
-            deadline(&self.write_timeout_ns),
-        )
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 

@@ -21,7 +21,9 @@
 //! ## user_data
 //! An operation's SQE carries the address of its [`Completion`] record (8-aligned, on the
 //! submitting fiber's stack). Its `ASYNC_CANCEL` carries the same address with bit 0 set, so
-//! its completion can acknowledge the cancel. `WAKER` (`1`) is the `READ` posted on the
+//! its completion can acknowledge the cancel. A write-behind send (`io/behind.rs`) carries its
+//! slot's address with bit 1 set (`behind::TAG`); nobody waits on it, so its completion wakes
+//! a fiber only if one asked to be woken. `WAKER` (`1`) is the `READ` posted on the
 //! processor's eventfd, which stays posted while the processor sleeps so another thread ends
 //! the sleep by writing the eventfd.
 //!
@@ -44,6 +46,7 @@ use std::time::Instant;
 use io_uring::{opcode, squeue, types, IoUring};
 
 use super::{DriverShared, PollMode};
+use crate::io::behind;
 use crate::io::op::{Completion, ACK, DONE};
 
 /// Submission queue entries per ring.
@@ -339,6 +342,10 @@ impl Uring {
                 self.post_waker();
             } else if data == WAKER_CANCEL {
                 // Only submitted by `drop`.
+            } else if data & 3 == behind::TAG {
+                // SAFETY: a write-behind send's completion, reported once, here.
+                unsafe { behind::complete(data, cqe.result()) };
+                self.in_flight.set(self.in_flight.get() - 1);
             } else if data & 1 == 1 {
                 // SAFETY: a cancel's record lives until its fiber sees ACK (op::Completion).
                 unsafe { Completion::finish(data as usize & !1, None, ACK) };
@@ -359,7 +366,9 @@ impl Drop for Uring {
     /// Takes the eventfd read back before `wake_buf` is freed: closing the ring cancels
     /// requests asynchronously, and a wake-up racing with that would write freed memory.
     /// Other operations still in flight belong to fibers abandoned with their (leaked) stacks
-    /// when the cluster stopped; they are not reaped.
+    /// when the cluster stopped; they are not reaped. Write-behind sends completing meanwhile
+    /// are reported (their streams may live on); one that does not complete by then keeps its
+    /// slot, which then leaks.
     fn drop(&mut self) {
         if !self.waker_posted.get() {
             return;
@@ -382,7 +391,18 @@ impl Drop for Uring {
             let ts = types::Timespec::from(std::time::Duration::from_millis(10));
             let args = types::SubmitArgs::new().timespec(&ts);
             let _ = ring.submitter().submit_with_args(1, &args);
-            if ring.completion().any(|cqe| cqe.user_data() == WAKER) {
+            let mut waker_done = false;
+            for cqe in ring.completion() {
+                let data = cqe.user_data();
+                if data == WAKER {
+                    waker_done = true;
+                } else if data & 3 == behind::TAG {
+                    // SAFETY: a write-behind send's completion, reported once, here: its
+                    // stream may outlive this ring and waits for it.
+                    unsafe { behind::complete(data, cqe.result()) };
+                }
+            }
+            if waker_done {
                 return;
             }
             if Instant::now() >= give_up {

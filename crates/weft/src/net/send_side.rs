@@ -1,0 +1,146 @@
+//! The sending half every stream socket handle owns: its descriptor, its write timeout, and the
+//! connection's write-behind slot (`io/behind.rs`), which it shares with the handle's clones.
+//!
+//! Every write-direction call of a stream goes through here, so none overtakes a send still in
+//! flight behind the caller: `write`/`write_vectored` ([`SendSide::send_vectored`]), `flush`,
+//! `shutdown` and `send_file` ([`SendSide::settle`]), and dropping the handle (see [`Drop`]).
+//!
+//! Invariant: the descriptor is `Some` for the handle's whole life; it is taken only by
+//! [`SendSide::into_socket`] and by `Drop`.
+
+use std::io::{self, IoSlice};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Instant;
+
+use socket2::Socket;
+
+use super::sockio;
+use crate::io::behind::{self, Slot};
+use crate::io::driver::Driver;
+use crate::io::op::{self, Registration};
+use crate::runtime::processor;
+
+/// See the module docs.
+#[derive(Debug)]
+pub(crate) struct SendSide {
+    sock: Option<Socket>,
+    /// Write timeout in nanoseconds; 0 for none.
+    timeout_ns: AtomicU64,
+    /// The connection's write-behind slot, shared by the handles of one connection.
+    slot: Arc<Slot>,
+}
+
+impl SendSide {
+    /// The sending half of a new connection.
+    pub(crate) fn new(sock: Socket) -> SendSide {
+        SendSide {
+            sock: Some(sock),
+            timeout_ns: AtomicU64::new(0),
+            slot: Slot::new(),
+        }
+    }
+
+    /// A second handle's sending half (`try_clone`): the same slot, so the two handles' writes
+    /// stay in order; no timeout.
+    pub(crate) fn sharing(&self, sock: Socket) -> SendSide {
+        SendSide {
+            sock: Some(sock),
+            timeout_ns: AtomicU64::new(0),
+            slot: self.slot.clone(),
+        }
+    }
+
+    /// The socket.
+    pub(crate) fn sock(&self) -> &Socket {
+        self.sock
+            .as_ref()
+            .expect("a stream's socket is present while it lives")
+    }
+
+    pub(crate) fn timeout_ns(&self) -> &AtomicU64 {
+        &self.timeout_ns
+    }
+
+    /// When a write starting now gives up.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        sockio::deadline(&self.timeout_ns)
+    }
+
+    /// `write`/`write_vectored`: behind the caller's back when it is a fiber on io_uring and the
+    /// bytes are few (`io/behind.rs`), otherwise by the ordinary blocking send, once any
+    /// earlier write-behind send is settled.
+    pub(crate) fn send_vectored(
+        &self,
+        reg: &Registration,
+        bufs: &[IoSlice<'_>],
+    ) -> io::Result<usize> {
+        let fd = self.sock().as_raw_fd();
+        let deadline = self.deadline();
+        let mut claim = self.slot.claim();
+        claim.settle(|rest| sockio::send_now(fd, reg, rest, deadline))?;
+        let total = bufs.iter().try_fold(0usize, |n, b| n.checked_add(b.len()));
+        if let Some(total @ 1..=behind::MAX_BYTES) = total {
+            if !crate::fiber::is_cancelled() {
+                if let Some(Driver::Uring(ring)) = op::current_driver() {
+                    let n = claim.queue(ring, fd, bufs);
+                    drop(claim);
+                    debug_assert_eq!(n, total);
+                    // It completed without parking, like a ready socket on epoll.
+                    processor::spend_op_budget();
+                    return Ok(n);
+                }
+            }
+        }
+        drop(claim);
+        match bufs {
+            [one] => sockio::send_now(fd, reg, one, deadline),
+            _ => sockio::send_vectored_now(fd, reg, bufs, deadline),
+        }
+    }
+
+    /// Settles the write-behind send in flight, if any (see `io/behind.rs`): afterwards every
+    /// byte written before is with the kernel, or the error that stopped it is returned.
+    pub(crate) fn settle(&self, reg: &Registration) -> io::Result<()> {
+        let fd = self.sock().as_raw_fd();
+        let deadline = self.deadline();
+        self.slot
+            .claim()
+            .settle(|rest| sockio::send_now(fd, reg, rest, deadline))
+    }
+
+    /// The socket, once every write is settled (`into_raw_fd`, `OwnedFd::from`).
+    pub(crate) fn into_socket(mut self, reg: &Registration) -> Socket {
+        // Errors have nowhere to go here, as when std's sockets are closed with data unsent.
+        let _ = self.settle(reg);
+        self.sock.take().expect("present until taken")
+    }
+}
+
+impl Drop for SendSide {
+    /// Settles the connection's write-behind send before the descriptor closes, as `close(2)`
+    /// lets buffered bytes go out: a fiber waits for it (and sends what the socket could not
+    /// take at once, within the write timeout); a plain thread or a cancelled fiber does not
+    /// wait but leaves the descriptor open with the slot until the send completes (bytes the
+    /// socket could not take at once are then dropped).
+    fn drop(&mut self) {
+        let Some(sock) = self.sock.take() else {
+            return;
+        };
+        let mut claim = self.slot.claim();
+        if !claim.in_flight() {
+            return;
+        }
+        if crate::fiber::in_fiber() && !crate::fiber::is_cancelled() {
+            let fd = sock.as_raw_fd();
+            let deadline = self.deadline();
+            // A registration of our own: this handle's is gone (only epoll uses it, for a
+            // socket it may then add again, which it tolerates).
+            let reg = Registration::new();
+            let _ = claim.settle(|rest| sockio::send_now(fd, &reg, rest, deadline));
+        } else {
+            claim.keep(sock.into());
+        }
+    }
+}
