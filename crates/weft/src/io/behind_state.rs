@@ -156,4 +156,27 @@ mod loom {
             d2.join().unwrap();
         });
     }
+
+    /// `park` may return spuriously: then the first send's driver can still be about to take
+    /// the waiter when the writer already waits for the second send.
+    #[test]
+    fn a_spurious_wake_up_before_the_previous_driver_took_the_waiter_loses_nothing() {
+        ::loom::model(|| {
+            let s = Arc::new(Signal::new());
+            let spurious = std::cell::Cell::new(true);
+            let park = || {
+                if !spurious.replace(false) {
+                    thread::park();
+                }
+            };
+            s.arm();
+            let d1 = driver(&s, 1);
+            assert_eq!(s.wait(thread::current, park), 1);
+            s.arm();
+            let d2 = driver(&s, 2);
+            assert_eq!(s.wait(thread::current, thread::park), 2);
+            d1.join().unwrap();
+            d2.join().unwrap();
+        });
+    }
 }
