@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use crate::experiment::process::{self, Running};
 use crate::sched::core_probe;
 use anyhow::{bail, Context};
-use weft_load::experiment::process::{self, Running};
 use weft_load::latency::Recorder;
 
 #[derive(Debug, Clone)]
@@ -35,7 +35,7 @@ pub struct Options {
 }
 
 fn median(v: &mut [f64]) -> f64 {
-    weft_load::experiment::output::median_min_max(v).0
+    crate::experiment::output::median_min_max(v).0
 }
 
 /// Runs the comparisons and prints them.
@@ -311,8 +311,7 @@ fn report_pairs_by_placement(args: &Options, name: &str, pairs: &[(&'static str,
             continue;
         }
         let n = diffs.len();
-        let (median_pct, min_pct, max_pct) =
-            weft_load::experiment::output::median_min_max(&mut diffs);
+        let (median_pct, min_pct, max_pct) = crate::experiment::output::median_min_max(&mut diffs);
         if args.json {
             println!(
                 "{{\"comparison\":\"{name}_pairs\",\"placement\":\"{kind}\",\"pairs\":{n},\"difference_pct\":{median_pct:.1},\"min_pct\":{min_pct:.1},\"max_pct\":{max_pct:.1}}}"
@@ -606,7 +605,7 @@ fn open_loop_vs_openloop_c(
         }
     }
     server.stop();
-    let mmm = |v: &mut Vec<f64>| weft_load::experiment::output::median_min_max(v);
+    let mmm = |v: &mut Vec<f64>| crate::experiment::output::median_min_max(v);
     let fmt = |(med, lo, hi): (f64, f64, f64)| {
         format!("{:.2}–{:.2}–{:.2}", lo / 1000.0, med / 1000.0, hi / 1000.0)
     };

@@ -18,7 +18,9 @@
 //!   floor under an open-loop load generator's CPU per request.
 //!
 //! Orchestration (each job's `Options` and `run`; children pinned and killed by PID through
-//! `weft_load::experiment::process`):
+//! [`experiment::process`]):
+//! - [`experiment`]: `weft experiment`, the thesis experiments (rate sweeps with plots and a
+//!   report, the disk-bound static case, fibers vs OS threads, the scheduler study).
 //! - [`memcached`]: `weft bench memcached`, weft memcached against memcached `-t 1`.
 //! - [`memory`]: `weft bench memory`, whether `-m` holds (RSS of both under a write-heavy load).
 //! - [`http`]: `weft bench http`, weft http against nginx (wrk, the file set, `weft load http`).
@@ -33,6 +35,7 @@
 
 pub mod cgroup;
 pub mod echo;
+pub mod experiment;
 pub mod files;
 pub mod generators;
 pub mod http;

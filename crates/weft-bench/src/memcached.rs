@@ -15,8 +15,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
+use crate::experiment::process::{self, Running};
 use anyhow::{bail, Context};
-use weft_load::experiment::process::{self, Running};
 use weft_load::memcached::Report;
 
 use crate::generators::{
@@ -74,7 +74,7 @@ struct Figures {
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
-    weft_load::experiment::output::median_min_max(&mut v).0
+    crate::experiment::output::median_min_max(&mut v).0
 }
 
 /// The median of `v`.
@@ -138,7 +138,7 @@ pub fn open_loop_footer(saturated: bool) -> String {
 /// `min–median–max` of `v` scaled by `scale`, with `decimals`; one value when all agree.
 fn spread(v: &[f64], scale: f64, decimals: usize) -> String {
     let mut v: Vec<f64> = v.iter().map(|x| x * scale).collect();
-    let (med, lo, hi) = weft_load::experiment::output::median_min_max(&mut v);
+    let (med, lo, hi) = crate::experiment::output::median_min_max(&mut v);
     if lo == hi {
         format!("{med:.decimals$}")
     } else {
@@ -167,7 +167,7 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
     }
     let work = std::env::temp_dir().join(format!("weft-bench-memcached-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
-    let interrupted = weft_load::experiment::interrupt_flag()?;
+    let interrupted = crate::experiment::interrupt_flag()?;
     let result = compare(args, &exe, &memcached, &work, &interrupted);
     let _ = std::fs::remove_dir_all(&work);
     result

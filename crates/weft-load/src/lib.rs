@@ -14,7 +14,6 @@
 
 pub mod cpu;
 pub mod dist;
-pub mod experiment;
 pub mod fileset;
 pub mod http;
 pub mod latency;

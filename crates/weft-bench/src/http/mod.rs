@@ -22,8 +22,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::experiment::process;
 use anyhow::{bail, Context};
-use weft_load::experiment::process;
 
 mod open_loop;
 
@@ -124,7 +124,7 @@ struct Figure {
 pub fn run(args: &Options) -> anyhow::Result<()> {
     // SIGINT/SIGTERM set it; the child running then is killed and the error returned drops
     // (kills) the servers, as in the other benchmarks.
-    let interrupted = weft_load::experiment::interrupt_flag()?;
+    let interrupted = crate::experiment::interrupt_flag()?;
     let interrupted: &AtomicBool = &interrupted;
     let limit = crate::generators::raise_nofile_limit();
     if limit < 2 * u64::from(args.keepalive_conns) + 256 {

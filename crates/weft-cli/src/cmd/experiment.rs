@@ -1,12 +1,10 @@
 //! `weft experiment ...`: the thesis experiments end to end (servers, load, sweeps, plots).
+//! This file is the command line; the work is `weft_bench::experiment`.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
-use anyhow::Context;
 use clap::{Args, ValueEnum};
-use weft_load::experiment::{self, output, Kind, Rates, Settings};
-use weft_load::fileset;
+use weft_bench::experiment::{self, Kind, Options, Rates};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Which {
@@ -83,130 +81,33 @@ pub struct ExperimentArgs {
     #[arg(long, value_delimiter = ',', default_value = "100,1000")]
     thread_connections: Vec<usize>,
     /// `disk`: the memory limit (MiB) of the server's cgroup.
-    #[arg(long, default_value_t = super::experiment_disk::DEFAULT_LIMIT_MIB)]
+    #[arg(long, default_value_t = experiment::disk::DEFAULT_LIMIT_MIB)]
     memory_limit_mib: u64,
 }
 
 /// Runs a parsed `weft experiment` command.
 pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
-    if args.which == Which::Study {
-        return super::experiment_study::run(&args.out, args.runs.unwrap_or(3), &args.schedulers);
-    }
-    if args.which == Which::Threads {
-        return super::experiment_threads::run(
-            &args.out,
-            args.runs.unwrap_or(3),
-            args.thread_connections,
-            args.duration.unwrap_or(4.0),
-            args.warmup.unwrap_or(1.0),
-        );
-    }
-    let quick = args.which == Which::Quick;
-    let kind = match args.which {
-        Which::Memcached => Kind::Memcached,
-        Which::Updates => Kind::Updates,
-        Which::Static => Kind::Static,
-        Which::Quick => Kind::Quick,
-        Which::Disk => Kind::Static,
-        Which::Study | Which::Threads => unreachable!("returned above"),
-    };
-    let runs = args.runs.unwrap_or(if quick { 1 } else { 3 });
-    if runs == 0 {
-        anyhow::bail!("--runs must be at least 1");
-    }
-    let duration = args.duration.unwrap_or(if quick { 3.0 } else { 10.0 });
-    let warmup = args.warmup.unwrap_or(if quick { 0.5 } else { 1.0 });
-    if !(duration > 0.0 && warmup >= 0.0) {
-        anyhow::bail!("--duration must be > 0 and --warmup >= 0");
-    }
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    // Absolute paths from here on: the servers get them in flags and config files, and nginx
-    // reads relative ones against its own prefix (/usr/share/nginx), not our directory.
-    let absolute = |p: &std::path::Path| {
-        std::path::absolute(p).with_context(|| format!("resolving {}", p.display()))
-    };
-    let out = absolute(&args.out)?;
-    let fileset = match &args.fileset {
-        Some(f) => absolute(f)?,
-        None if args.which == Which::Disk => out.join("disk-fileset"),
-        None => out.join("fileset"),
-    };
-    let settings = Settings {
-        fileset,
-        fileset_scale: args.fileset_scale.unwrap_or(match args.which {
-            Which::Quick => 0.01,
-            Which::Disk => 1.0,
-            _ => 0.1,
-        }),
-        out,
-        runs,
+    experiment::run(Options {
+        kind: match args.which {
+            Which::Memcached => Kind::Memcached,
+            Which::Updates => Kind::Updates,
+            Which::Static => Kind::Static,
+            Which::Quick => Kind::Quick,
+            Which::Study => Kind::Study,
+            Which::Threads => Kind::Threads,
+            Which::Disk => Kind::Disk,
+        },
+        out: args.out,
+        runs: args.runs,
         rates: args.rates,
-        duration,
-        warmup,
+        duration: args.duration,
+        warmup: args.warmup,
         connections: args.connections,
         schedulers: args.schedulers,
-        weft_exe: std::env::current_exe().context("finding the weft executable")?,
+        fileset: args.fileset,
+        fileset_scale: args.fileset_scale,
         peers: !args.no_peers,
-    };
-    if args.which == Which::Disk {
-        let rates = args
-            .rates
-            .unwrap_or(experiment::Rates {
-                from: 250.0,
-                to: 1_500.0,
-                step: 250.0,
-            })
-            .values();
-        return super::experiment_disk::run(settings, args.memory_limit_mib, rates);
-    }
-    let started = Instant::now();
-    let mut notes = Vec::new();
-    let sweeps = experiment::plan(kind, &settings, &mut notes);
-    for note in &notes {
-        eprintln!("note: {note}");
-    }
-    if sweeps.is_empty() {
-        anyhow::bail!("no server to measure (see the notes above)");
-    }
-    if sweeps
-        .iter()
-        .any(|s| matches!(s.load, experiment::Load::Static))
-    {
-        eprintln!(
-            "preparing the file set (scale {}) in {}",
-            settings.fileset_scale,
-            settings.fileset.display()
-        );
-        fileset::generate(&settings.fileset, settings.fileset_scale, 1)?;
-    }
-    let interrupted = experiment::interrupt_flag()?;
-    let mut points = Vec::new();
-    let outcome = experiment::run_sweeps(&settings, &sweeps, &interrupted, &mut points);
-    let mut files = output::write_raw(&settings.out, &points)?;
-    if !points.is_empty() {
-        let plots = output::write_plots(&settings.out, &points)?;
-        let info = output::RunInfo {
-            command: std::env::args().collect::<Vec<_>>().join(" "),
-            seconds: started.elapsed().as_secs_f64(),
-            notes: notes.clone(),
-        };
-        files.push(output::write_report(&settings.out, &points, &plots, &info)?);
-        files.extend(plots);
-        println!("{}", output::summary(&points));
-    }
-    for note in &notes {
-        println!("note: {note}");
-    }
-    println!(
-        "{} points in {:.0} s; wrote {}",
-        points.len(),
-        started.elapsed().as_secs_f64(),
-        files
-            .iter()
-            .map(|f| f.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    outcome
+        thread_connections: args.thread_connections,
+        memory_limit_mib: args.memory_limit_mib,
+    })
 }

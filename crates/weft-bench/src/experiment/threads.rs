@@ -22,7 +22,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use serde::Serialize;
@@ -73,9 +73,53 @@ pub struct Record {
     pub peak_threads: u64,
 }
 
+/// Runs the rounds into `out` and writes threads.jsonl, threads.svg and threads-summary.md.
+pub fn run(
+    out: &Path,
+    rounds: usize,
+    connections: Vec<usize>,
+    duration: f64,
+    warmup: f64,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(rounds >= 1, "--runs must be at least 1");
+    anyhow::ensure!(
+        !connections.is_empty() && connections.iter().all(|&c| c > 0),
+        "--thread-connections needs at least one count above 0"
+    );
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let settings = Settings {
+        out: std::path::absolute(out)?,
+        weft_exe: std::env::current_exe().context("finding the weft executable")?,
+        rounds,
+        connections,
+        duration,
+        warmup,
+    };
+    let started = Instant::now();
+    let interrupted = super::interrupt_flag()?;
+    let mut records = Vec::new();
+    let outcome = run_rounds(&settings, &interrupted, &mut records);
+    if !records.is_empty() {
+        let svg = plot(&settings.out, &records)?;
+        let table = summary(&records);
+        let md = settings.out.join("threads-summary.md");
+        std::fs::write(&md, &table).with_context(|| format!("writing {}", md.display()))?;
+        println!("{table}");
+        println!(
+            "{} points in {:.0} s; wrote {}, {}, {}",
+            records.len(),
+            started.elapsed().as_secs_f64(),
+            settings.out.join("threads.jsonl").display(),
+            svg.display(),
+            md.display()
+        );
+    }
+    outcome
+}
+
 /// Runs every round; appends each record to OUT/threads.jsonl as it is measured and returns
 /// them (also when interrupted: the error says so and the records so far are kept).
-pub fn run(
+pub fn run_rounds(
     settings: &Settings,
     interrupted: &AtomicBool,
     records: &mut Vec<Record>,
@@ -277,7 +321,7 @@ impl Point<'_> {
         let text = out.trim();
         let context = || format!("parsing the load generator's output `{text}`");
         Ok(if self.server == "http" {
-            let r: crate::http::Report = serde_json::from_str(text).with_context(context)?;
+            let r: weft_load::http::Report = serde_json::from_str(text).with_context(context)?;
             Measured {
                 rate: r.replies_per_sec,
                 p50_us: r.latency_us.p50,
@@ -286,7 +330,8 @@ impl Point<'_> {
                 saturated: r.generator_saturated,
             }
         } else {
-            let r: crate::memcached::Report = serde_json::from_str(text).with_context(context)?;
+            let r: weft_load::memcached::Report =
+                serde_json::from_str(text).with_context(context)?;
             Measured {
                 rate: r.actual_qps,
                 p50_us: r.latency_us.p50,

@@ -217,7 +217,7 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
 /// The CPUs for servers and for load generators: 0 and 1 when this process may use two or
 /// more, else no pinning at all (both share whatever there is).
 pub fn server_and_load_cpus() -> (Option<usize>, Option<usize>) {
-    match crate::cpu::allowed_cpus() {
+    match weft_load::cpu::allowed_cpus() {
         Ok(n) if n >= 2 => (Some(0), Some(1)),
         _ => (None, None),
     }

@@ -12,27 +12,31 @@
 //! the file set's block device read while it ran and the cgroup's memory at the end, which
 //! show whether the run was in fact disk-bound.
 //!
-//! Invariant: the cgroup exists only while [`run`] does (its guard removes it after the last
+//! Invariant: the cgroup exists only while [`run_points`] does (its guard removes it after the last
 //! server stopped), and every server is a [`Running`] guard killed by PID.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use serde::Serialize;
 
 use super::cgroup::MemoryLimit;
 use super::process::{self, Running};
-use super::{Load, Point, Settings, Sweep};
-use crate::fileset;
+use super::sweeps::{Load, Sweep};
+use super::{output, Point, Settings};
+use weft_load::fileset;
 
 /// The servers compared, by name.
 pub const SERVERS: [&str; 3] = ["weft", "nginx", "nginx aio threads"];
 
-/// What `run` needs beyond the common settings (whose `fileset` is the load's manifest).
+/// Default memory limit of the server's cgroup: 256 MiB, a ninth of the scale-1 set.
+pub const DEFAULT_LIMIT_MIB: u64 = 256;
+
+/// What `run_points` needs beyond the common settings (whose `fileset` is the load's manifest).
 #[derive(Debug, Clone)]
 pub struct Disk {
     /// The files served.
@@ -77,7 +81,7 @@ pub fn drop_caches() -> anyhow::Result<()> {
 }
 
 /// Runs `rounds` × rates × servers; appends every record to OUT/disk.jsonl as it goes.
-pub fn run(
+pub fn run_points(
     settings: &Settings,
     disk: &Disk,
     interrupted: &AtomicBool,
@@ -139,7 +143,7 @@ pub fn run(
                     ),
                     _ => {
                         let conf = logs.join(format!("{}.conf", file_name(server)));
-                        let mut text = crate::nginx::config(&logs, port, &disk.root, "");
+                        let mut text = weft_load::nginx::config(&logs, port, &disk.root, "");
                         if server == "nginx aio threads" {
                             text = text
                                 .replace("  sendfile on;\n", "  sendfile on;\n  aio threads;\n");
@@ -159,7 +163,7 @@ pub fn run(
                 group.add(running.pid())?;
                 running.wait_for_port(addr, Duration::from_secs(10))?;
                 let before = read_sectors(&device);
-                let point = super::measure(
+                let point = super::sweeps::measure(
                     settings,
                     &sweep,
                     server,
@@ -193,6 +197,75 @@ pub fn run(
         }
     }
     Ok(())
+}
+
+/// Prepares the file set and the uniform manifest, runs, and writes the usual outputs plus
+/// OUT/disk.jsonl.
+pub fn run(mut settings: Settings, limit_mib: u64, rates: Vec<f64>) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let root = settings.fileset.clone();
+    eprintln!(
+        "preparing the file set (scale {}) in {}",
+        settings.fileset_scale,
+        root.display()
+    );
+    fileset::generate(&root, settings.fileset_scale, 1)?;
+    let load_dir = settings.out.join("disk-load");
+    let total = uniform_manifest(&root, &load_dir)?;
+    settings.fileset = load_dir;
+    let limit_bytes = limit_mib << 20;
+    let note = format!(
+        "file set {} MiB at {}, names drawn uniformly; server cgroup limit {} MiB; page cache \
+         dropped before every point",
+        total >> 20,
+        root.display(),
+        limit_mib
+    );
+    eprintln!("{note}");
+    let interrupted = super::interrupt_flag()?;
+    let mut records = Vec::new();
+    let config = Disk {
+        root,
+        limit_bytes,
+        rates,
+    };
+    let outcome = run_points(&settings, &config, &interrupted, &mut records);
+    let points: Vec<_> = records.iter().map(|r| r.point.clone()).collect();
+    let mut files = output::write_raw(&settings.out, &points)?;
+    if !points.is_empty() {
+        let plots = output::write_plots(&settings.out, &points)?;
+        let read: u64 = records.iter().map(|r| r.disk_read_bytes).sum();
+        let notes = vec![
+            note,
+            format!(
+                "the block device read {} MiB over all points (OUT/disk.jsonl has it per point)",
+                read >> 20
+            ),
+        ];
+        let info = output::RunInfo {
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            seconds: started.elapsed().as_secs_f64(),
+            notes,
+        };
+        files.push(
+            output::write_report(&settings.out, &points, &plots, &info)
+                .context("writing the report")?,
+        );
+        files.extend(plots);
+        println!("{}", output::summary(&points));
+    }
+    files.push(settings.out.join("disk.jsonl"));
+    println!(
+        "{} points in {:.0} s; wrote {}",
+        points.len(),
+        started.elapsed().as_secs_f64(),
+        files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    outcome
 }
 
 fn file_name(s: &str) -> String {

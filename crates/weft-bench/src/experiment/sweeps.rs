@@ -1,134 +1,19 @@
-//! The thesis experiments end to end (`weft experiment`): start each server (weft's and the
-//! real memcached / nginx when installed), pin it to one CPU and the load generator to
-//! another, sweep target rates, repeat runs, and write raw results (JSON, CSV), SVG plots and
-//! a summary table.
-//!
-//! Every child is a [`process::Running`] guard, so an error or Ctrl-C (checked between and
-//! during points) kills every process the run started, by PID. Load generators run as
-//! separate processes (`weft load ... --json`) so their CPU use never mixes with the
-//! runner's.
-
-pub mod cgroup;
-pub mod disk;
-pub mod output;
-pub mod plot;
-pub mod process;
-pub mod threads;
+//! The rate sweeps of `weft experiment memcached | updates | static | quick`: the servers
+//! compared, the sweeps each experiment plans ([`plan`]), one load-generator process per
+//! point ([`measure`]), and [`run`], which measures them all and writes the results, the
+//! plots, `report.html` and the summary table.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::{Deserialize, Serialize};
+use weft_load::fileset;
 
-use process::Running;
-
-/// Which experiment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// memcached load at 3% updates: throughput and p99 vs target QPS.
-    Memcached,
-    /// memcached load at 3, 5, 10 and 50% updates, one panel each.
-    Updates,
-    /// Static files: replies/s and error rate vs request rate.
-    Static,
-    /// A small memcached + static run (≤ 3 minutes).
-    Quick,
-}
-
-/// A rate sweep `from..=to` by `step`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Rates {
-    pub from: f64,
-    pub to: f64,
-    pub step: f64,
-}
-
-impl std::str::FromStr for Rates {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Rates, String> {
-        let parts: Vec<f64> = s
-            .split(':')
-            .map(|p| {
-                p.parse::<f64>()
-                    .map_err(|_| format!("`{p}` is not a number"))
-            })
-            .collect::<Result<_, _>>()?;
-        let [from, to, step] = parts[..] else {
-            return Err(format!(
-                "`{s}`: expected FROM:TO:STEP, e.g. 20000:200000:20000"
-            ));
-        };
-        if !(from > 0.0 && to >= from && step > 0.0) {
-            return Err(format!("`{s}`: need 0 < FROM <= TO and STEP > 0"));
-        }
-        if (to - from) / step > 1000.0 {
-            return Err(format!("`{s}`: more than 1000 rates"));
-        }
-        Ok(Rates { from, to, step })
-    }
-}
-
-impl Rates {
-    /// The rates of the sweep.
-    pub fn values(&self) -> Vec<f64> {
-        let mut v = Vec::new();
-        let mut r = self.from;
-        while r <= self.to + self.step * 1e-9 {
-            v.push(r);
-            r += self.step;
-        }
-        v
-    }
-}
-
-/// How to run an experiment.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub out: PathBuf,
-    pub runs: usize,
-    /// Overrides the experiment's default sweep.
-    pub rates: Option<Rates>,
-    /// Seconds measured per point (after `warmup`).
-    pub duration: f64,
-    pub warmup: f64,
-    /// memcached load connections.
-    pub connections: usize,
-    /// weft scheduler policies to run the weft servers with (empty: the server default).
-    pub schedulers: Vec<String>,
-    /// The `weft` executable (load generators and weft's servers).
-    pub weft_exe: PathBuf,
-    /// Directory of the static file set (generated if missing).
-    pub fileset: PathBuf,
-    pub fileset_scale: f64,
-    /// Run the real memcached / nginx when installed.
-    pub peers: bool,
-}
-
-/// One measured point.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Point {
-    pub experiment: String,
-    /// Setting within the experiment (e.g. "3% updates").
-    pub panel: String,
-    pub server: String,
-    pub target: f64,
-    pub run: usize,
-    pub actual: f64,
-    pub p50_us: u64,
-    pub p90_us: u64,
-    pub p99_us: u64,
-    pub p999_us: u64,
-    pub max_us: u64,
-    pub errors: u64,
-    pub timeouts: u64,
-    pub error_rate_pct: f64,
-    pub generator_saturated: bool,
-}
+use super::process::{self, Running};
+use super::{output, plot, Kind, Point, Rates, Settings};
 
 /// A server under test: how to start it on a port.
 #[derive(Debug, Clone)]
@@ -196,7 +81,7 @@ pub fn http_servers(settings: &Settings, notes: &mut Vec<String>) -> Vec<Server>
                         "-e".into(),
                         "{dir}/nginx-error.log".into(),
                     ],
-                    config: Some((conf, crate::nginx::TEMPLATE.replace("{listen}", ""))),
+                    config: Some((conf, weft_load::nginx::TEMPLATE.replace("{listen}", ""))),
                 });
             }
             None => notes.push("skipped nginx: not installed (apt-get install nginx)".to_string()),
@@ -258,15 +143,6 @@ pub struct Sweep {
 pub enum Load {
     Memcached { update_ratio: f64 },
     Static,
-}
-
-/// Ctrl-C / SIGTERM flag, registered once.
-pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
-    let flag = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, flag.clone()).context("installing the Ctrl-C handler")?;
-    }
-    Ok(flag)
 }
 
 /// Runs every sweep (servers × rates × runs), returning the points measured so far even when
@@ -402,7 +278,7 @@ pub(crate) fn measure(
             ]);
             common(&mut args);
             let out = process::run_to_end(&settings.weft_exe, &args, cpu, interrupted, limit)?;
-            let r: crate::memcached::Report = serde_json::from_str(out.trim())
+            let r: weft_load::memcached::Report = serde_json::from_str(out.trim())
                 .with_context(|| format!("parsing the load generator's output `{}`", out.trim()))?;
             let attempted = (r.requests).max(1) as f64;
             Ok(Point {
@@ -435,7 +311,7 @@ pub(crate) fn measure(
             ]);
             common(&mut args);
             let out = process::run_to_end(&settings.weft_exe, &args, cpu, interrupted, limit)?;
-            let r: crate::http::Report = serde_json::from_str(out.trim())
+            let r: weft_load::http::Report = serde_json::from_str(out.trim())
                 .with_context(|| format!("parsing the load generator's output `{}`", out.trim()))?;
             Ok(Point {
                 experiment: sweep.experiment.clone(),
@@ -528,7 +404,59 @@ pub fn plan(kind: Kind, settings: &Settings, notes: &mut Vec<String>) -> Vec<Swe
             ));
             sweeps.push(stat(vec![1_000.0, 3_000.0, 6_000.0, 9_000.0], notes));
         }
+        Kind::Study | Kind::Threads | Kind::Disk => {}
     }
     sweeps.retain(|s| !s.servers.is_empty());
     sweeps
+}
+
+/// Plans `kind`'s sweeps, prepares the file set if one is needed, measures every point and
+/// writes OUT/results.json, results.csv, the plots and report.html; prints the summary.
+pub fn run(kind: Kind, settings: &Settings) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut notes = Vec::new();
+    let sweeps = plan(kind, settings, &mut notes);
+    for note in &notes {
+        eprintln!("note: {note}");
+    }
+    if sweeps.is_empty() {
+        anyhow::bail!("no server to measure (see the notes above)");
+    }
+    if sweeps.iter().any(|s| matches!(s.load, Load::Static)) {
+        eprintln!(
+            "preparing the file set (scale {}) in {}",
+            settings.fileset_scale,
+            settings.fileset.display()
+        );
+        fileset::generate(&settings.fileset, settings.fileset_scale, 1)?;
+    }
+    let interrupted = super::interrupt_flag()?;
+    let mut points = Vec::new();
+    let outcome = run_sweeps(settings, &sweeps, &interrupted, &mut points);
+    let mut files = output::write_raw(&settings.out, &points)?;
+    if !points.is_empty() {
+        let plots = output::write_plots(&settings.out, &points)?;
+        let info = output::RunInfo {
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            seconds: started.elapsed().as_secs_f64(),
+            notes: notes.clone(),
+        };
+        files.push(output::write_report(&settings.out, &points, &plots, &info)?);
+        files.extend(plots);
+        println!("{}", output::summary(&points));
+    }
+    for note in &notes {
+        println!("note: {note}");
+    }
+    println!(
+        "{} points in {:.0} s; wrote {}",
+        points.len(),
+        started.elapsed().as_secs_f64(),
+        files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    outcome
 }

@@ -14,11 +14,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
+use super::output::median_min_max;
+use super::plot::{self, Axes, Panel, Series};
+use crate::study::{self, Outcome, Params, Runtime, Study};
 use anyhow::Context;
 use serde::Serialize;
-use weft_bench::study::{self, Outcome, Params, Runtime, Study};
-use weft_load::experiment::output::median_min_max;
-use weft_load::experiment::plot::{self, Axes, Panel, Series};
 
 /// Processor counts swept.
 pub const PROCESSORS: [usize; 3] = [1, 2, 4];
@@ -50,7 +50,7 @@ pub fn run(out: &Path, runs: usize, schedulers: &[String]) -> anyhow::Result<()>
         schedulers.to_vec()
     };
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let interrupted = weft_load::experiment::interrupt_flag()?;
+    let interrupted = super::interrupt_flag()?;
     let mut measured = Vec::new();
     let mut result = Ok(());
     'sweep: for run in 1..=runs {
