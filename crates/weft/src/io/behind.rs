@@ -49,9 +49,10 @@ use crate::park::{self, Unparker};
 /// The largest write sent behind; longer ones take the ordinary path (their copy would cost
 /// more than the resume it saves, and the kernel rarely takes them whole at once).
 pub(crate) const MAX_BYTES: usize = 16 * 1024;
-/// A buffer up to this capacity is kept for the connection's next write; a larger one is
-/// freed once its send is settled, so idle connections hold little.
-const KEEP_BUFFER_BYTES: usize = 4096;
+/// Buffers of sends that went out whole are kept for reuse per thread, at most this many
+/// ([`POOL`]): a connection holds a buffer only while its send is in flight, so idle
+/// connections hold none, and a busy processor does not allocate per reply.
+const POOL_BUFFERS: usize = 64;
 /// The tag in an SQE's `user_data` that marks a write-behind send (bit 1; bit 0 marks
 /// cancels, and both together the eventfd's cancel, see `driver/uring.rs`).
 pub(crate) const TAG: u64 = 2;
@@ -67,10 +68,33 @@ impl Wake for Unparker {
     }
 }
 
+thread_local! {
+    /// Spare send buffers of this thread (see [`POOL_BUFFERS`]). Used only inside short
+    /// closures that never switch fibers.
+    static POOL: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty buffer from this thread's pool, or a new one.
+fn pooled_buffer() -> Vec<u8> {
+    POOL.with(|p| p.borrow_mut().pop()).unwrap_or_default()
+}
+
+/// Gives `buf` back to this thread's pool (or frees it when the pool is full).
+fn recycle(mut buf: Vec<u8>) {
+    if buf.capacity() == 0 || buf.capacity() > MAX_BYTES {
+        return;
+    }
+    buf.clear();
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < POOL_BUFFERS {
+            p.push(buf);
+        }
+    });
+}
+
 /// What only the claim holder touches.
 struct Writer {
-    /// The bytes of the send in flight (or of the last one, kept for reuse).
-    buf: Vec<u8>,
     /// A send was handed to the ring and not settled yet.
     in_flight: bool,
     /// Descriptors of dropped handles, kept open until the slot goes.
@@ -81,12 +105,19 @@ struct Writer {
 pub(crate) struct Slot {
     claim: AtomicBool,
     writer: UnsafeCell<Writer>,
+    /// The bytes of the send in flight. Touched by the claim holder while nothing is in flight
+    /// or once it has seen `DONE`; in between by the kernel and then by [`complete`] (before it
+    /// publishes `DONE`), which takes the buffer back to its thread's pool when the send went
+    /// out whole.
+    sending: UnsafeCell<Vec<u8>>,
     signal: Signal<Unparker>,
 }
 
 // SAFETY: `writer` is touched only by the holder of `claim` (acquired with `Acquire`, released
-// with `Release`, so each holder sees the last one's writes), and by the kernel while a send is
-// in flight, when the holder leaves the buffer alone; `signal` is atomics and a mutex.
+// with `Release`, so each holder sees the last one's writes). `sending` is handed over with the
+// send: the holder writes it before pushing the SQE and reads it again only after the
+// `Acquire` load that saw `DONE`; the kernel and then `complete` use it in between, `complete`
+// before its `AcqRel` publication of `DONE`. `signal` is atomics and a mutex.
 unsafe impl Sync for Slot {}
 // SAFETY: as above; `OwnedFd` and `Vec<u8>` may move between threads.
 unsafe impl Send for Slot {}
@@ -102,10 +133,10 @@ impl Slot {
         Arc::new(Slot {
             claim: AtomicBool::new(false),
             writer: UnsafeCell::new(Writer {
-                buf: Vec::new(),
                 in_flight: false,
                 kept: Vec::new(),
             }),
+            sending: UnsafeCell::new(Vec::new()),
             signal: Signal::new(),
         })
     }
@@ -184,17 +215,20 @@ impl Claim<'_> {
                 })
             }
         };
-        let w = self.writer();
-        w.in_flight = false;
+        self.writer().in_flight = false;
+        // SAFETY: `DONE` was seen (acquire): the kernel and `complete` are done with the buffer,
+        // and only the claim holder, us, touches it until the next send.
+        let buf = std::mem::take(self.slot.sending.with_mut(|b| unsafe { &mut *b }));
         let sent = match result {
             r if r >= 0 => r as usize,
             r if r == -libc::EAGAIN || r == -libc::EINTR => 0,
             r => {
-                release_buffer(w);
+                recycle(buf);
                 return Err(io::Error::from_raw_os_error(-r));
             }
         };
-        let mut rest = w.buf.get(sent..).unwrap_or_default();
+        // Empty when the send went out whole (`complete` took the buffer).
+        let mut rest = buf.get(sent..).unwrap_or_default();
         let mut outcome = Ok(());
         while !rest.is_empty() {
             match send(rest) {
@@ -210,7 +244,7 @@ impl Claim<'_> {
                 }
             }
         }
-        release_buffer(w);
+        recycle(buf);
         outcome
     }
 
@@ -223,14 +257,18 @@ impl Claim<'_> {
             !w.in_flight,
             "weft: write-behind queued over a send in flight"
         );
-        w.buf.clear();
-        for b in bufs {
-            w.buf.extend_from_slice(b);
-        }
-        let len = w.buf.len();
-        debug_assert!(len <= MAX_BYTES);
-        let ptr = w.buf.as_ptr();
         w.in_flight = true;
+        let mut buf = pooled_buffer();
+        for b in bufs {
+            buf.extend_from_slice(b);
+        }
+        let len = buf.len();
+        debug_assert!(len <= MAX_BYTES);
+        // SAFETY: nothing was in flight (checked above), so only we, the claim holder, touch
+        // the buffer until the SQE is pushed.
+        let sending = slot.sending.with_mut(|b| unsafe { &mut *b });
+        *sending = buf;
+        let ptr = sending.as_ptr();
         slot.signal.arm();
         let data = Arc::into_raw(slot) as u64 | TAG;
         let entry = opcode::Send::new(Fd(fd), ptr, len as u32)
@@ -251,13 +289,6 @@ impl Claim<'_> {
     }
 }
 
-/// Frees a buffer too big to keep for the next write.
-fn release_buffer(w: &mut Writer) {
-    if w.buf.capacity() > KEEP_BUFFER_BYTES {
-        w.buf = Vec::new();
-    }
-}
-
 /// The driver's side: a write-behind send's completion was reaped.
 ///
 /// # Safety
@@ -266,5 +297,10 @@ fn release_buffer(w: &mut Writer) {
 pub(crate) unsafe fn complete(data: u64, result: i32) {
     // SAFETY: per the contract, `data & !TAG` came from `Arc::into_raw` and its count is ours.
     let slot = unsafe { Arc::from_raw((data & !TAG) as *const Slot) };
+    // SAFETY: the send is over and `DONE` not published yet: the buffer is ours (see `Slot`).
+    let sending = slot.sending.with_mut(|b| unsafe { &mut *b });
+    if usize::try_from(result).is_ok_and(|n| n == sending.len()) {
+        recycle(std::mem::take(sending));
+    }
     slot.signal.complete(result);
 }
