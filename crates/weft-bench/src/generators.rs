@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use crate::experiment::process::{self, Running};
+use crate::process::{self, Running};
 use crate::sched::core_probe;
 use anyhow::{bail, Context};
 use weft_load::latency::Recorder;
@@ -32,10 +32,6 @@ pub struct Options {
     pub open_loop_qps: f64,
     /// Print one JSON object per comparison.
     pub json: bool,
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    crate::experiment::output::median_min_max(v).0
 }
 
 /// Runs the comparisons and prints them.
@@ -311,7 +307,7 @@ fn report_pairs_by_placement(args: &Options, name: &str, pairs: &[(&'static str,
             continue;
         }
         let n = diffs.len();
-        let (median_pct, min_pct, max_pct) = crate::experiment::output::median_min_max(&mut diffs);
+        let (median_pct, min_pct, max_pct) = crate::stats::median_min_max(&mut diffs);
         if args.json {
             println!(
                 "{{\"comparison\":\"{name}_pairs\",\"placement\":\"{kind}\",\"pairs\":{n},\"difference_pct\":{median_pct:.1},\"min_pct\":{min_pct:.1},\"max_pct\":{max_pct:.1}}}"
@@ -496,8 +492,8 @@ fn report_pair(
     ours: &str,
     our_rates: &mut [f64],
 ) {
-    let r = median(reference_rates);
-    let o = median(our_rates);
+    let r = crate::stats::median(reference_rates);
+    let o = crate::stats::median(our_rates);
     let diff_pct = (o - r) / r * 100.0;
     if args.json {
         println!(
@@ -605,7 +601,7 @@ fn open_loop_vs_openloop_c(
         }
     }
     server.stop();
-    let mmm = |v: &mut Vec<f64>| crate::experiment::output::median_min_max(v);
+    let mmm = |v: &mut Vec<f64>| crate::stats::median_min_max(v);
     let fmt = |(med, lo, hi): (f64, f64, f64)| {
         format!("{:.2}–{:.2}–{:.2}", lo / 1000.0, med / 1000.0, hi / 1000.0)
     };

@@ -18,7 +18,7 @@
 //!   floor under an open-loop load generator's CPU per request.
 //!
 //! Orchestration (each job's `Options` and `run`; children pinned and killed by PID through
-//! [`experiment::process`]):
+//! [`process`], medians with min and max from [`stats`]):
 //! - [`experiment`]: `weft experiment`, the thesis experiments (rate sweeps with plots and a
 //!   report, the disk-bound static case, fibers vs OS threads, the scheduler study).
 //! - [`memcached`]: `weft bench memcached`, weft memcached against memcached `-t 1`.
@@ -27,7 +27,8 @@
 //! - [`generators`]: `weft bench load`, the load generators against wrk, memcaslap and
 //!   `benches/openloop`; and the memcached-like server starts and `weft load memcached` runs
 //!   the other jobs share.
-//! - [`cgroup`]: the CPU quota (`--server-cpu-pct`) the servers of a job run under.
+//! - [`cgroup`]: the CPU quota (`--server-cpu-pct`) or the memory limit (`weft experiment
+//!   disk`) the servers of a job run under.
 //!
 //! Architecture Invariant: this crate knows weft only through its public API (`weft::Cluster`,
 //! `weft::spawn`, `weft::sync`, `weft::sched::names`, `weft::net`, `weft::fs`); it never reaches into the runtime, so what
@@ -41,9 +42,11 @@ pub mod generators;
 pub mod http;
 pub mod memcached;
 pub mod memory;
+pub mod process;
 mod record;
 pub mod report;
 pub mod sched;
+pub mod stats;
 pub mod study;
 pub mod wake_cost;
 

@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use crate::experiment::process::{self, Running};
+use crate::process::{self, Running};
 use anyhow::{bail, Context};
 use weft_load::memcached::Report;
 
@@ -71,15 +71,6 @@ struct Figures {
     p99_us: f64,
     cpu_us_per_request: f64,
     saturated: bool,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    crate::experiment::output::median_min_max(&mut v).0
-}
-
-/// The median of `v`.
-pub fn median_of(v: &[f64]) -> f64 {
-    median(v.to_vec())
 }
 
 /// One server's run at one open-loop rate, as the open-loop tables show it.
@@ -138,7 +129,7 @@ pub fn open_loop_footer(saturated: bool) -> String {
 /// `min–median–max` of `v` scaled by `scale`, with `decimals`; one value when all agree.
 fn spread(v: &[f64], scale: f64, decimals: usize) -> String {
     let mut v: Vec<f64> = v.iter().map(|x| x * scale).collect();
-    let (med, lo, hi) = crate::experiment::output::median_min_max(&mut v);
+    let (med, lo, hi) = crate::stats::median_min_max(&mut v);
     if lo == hi {
         format!("{med:.decimals$}")
     } else {
@@ -167,7 +158,7 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
     }
     let work = std::env::temp_dir().join(format!("weft-bench-memcached-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
-    let interrupted = crate::experiment::interrupt_flag()?;
+    let interrupted = crate::process::interrupt_flag()?;
     let result = compare(args, &exe, &memcached, &work, &interrupted);
     let _ = std::fs::remove_dir_all(&work);
     result
@@ -285,9 +276,13 @@ fn measure(
         }
     }
     Ok(runs.map(|rs| Figures {
-        qps: median(rs.iter().map(|(r, _)| r.actual_qps).collect()),
-        p99_us: median(rs.iter().map(|(r, _)| r.latency_us.p99 as f64).collect()),
-        cpu_us_per_request: median(rs.iter().map(|(_, c)| *c).collect()),
+        qps: crate::stats::median(&rs.iter().map(|(r, _)| r.actual_qps).collect::<Vec<_>>()),
+        p99_us: crate::stats::median(
+            &rs.iter()
+                .map(|(r, _)| r.latency_us.p99 as f64)
+                .collect::<Vec<_>>(),
+        ),
+        cpu_us_per_request: crate::stats::median(&rs.iter().map(|(_, c)| *c).collect::<Vec<_>>()),
         saturated: rs.iter().any(|(r, _)| r.generator_saturated),
     }))
 }
@@ -332,7 +327,7 @@ fn open_loop(
         }
         peaks.push(report.actual_qps);
     }
-    let peak = median(peaks.clone());
+    let peak = crate::stats::median(&peaks);
     println!(
         "memcached peak (closed loop, depth {}, {} connections): {} req/s",
         args.depth,

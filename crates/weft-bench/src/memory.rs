@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::experiment::process::{self, Running};
+use crate::process::{self, Running};
 use anyhow::{bail, Context};
 
 use crate::generators::{memcached_report, MemcachedLoad};
@@ -82,7 +82,7 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
         .or_else(|| process::find_program("memcached"));
     let work = std::env::temp_dir().join(format!("weft-bench-memory-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
-    let interrupted = crate::experiment::interrupt_flag()?;
+    let interrupted = crate::process::interrupt_flag()?;
     let result = compare(args, &exe, memcached.as_deref(), &work, &interrupted);
     let _ = std::fs::remove_dir_all(&work);
     result

@@ -80,7 +80,7 @@ fn median(
     pred: impl Fn(&Record) -> bool,
     field: impl Fn(&Record) -> Option<f64>,
 ) -> Option<f64> {
-    let mut values: Vec<f64> = records
+    let values: Vec<f64> = records
         .iter()
         .filter(|r| pred(r))
         .filter_map(field)
@@ -88,13 +88,7 @@ fn median(
     if values.is_empty() {
         return None;
     }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    Some(if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    })
+    Some(crate::stats::median(&values))
 }
 
 fn ops_per_sec(r: &Record) -> Option<f64> {

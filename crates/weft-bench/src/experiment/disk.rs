@@ -24,10 +24,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::Serialize;
 
-use super::cgroup::MemoryLimit;
-use super::process::{self, Running};
 use super::sweeps::{Load, Sweep};
 use super::{output, Point, Settings};
+use crate::cgroup::MemoryLimit;
+use crate::process::{self, Running};
 use weft_load::fileset;
 
 /// The servers compared, by name.
@@ -222,7 +222,7 @@ pub fn run(mut settings: Settings, limit_mib: u64, rates: Vec<f64>) -> anyhow::R
         limit_mib
     );
     eprintln!("{note}");
-    let interrupted = super::interrupt_flag()?;
+    let interrupted = crate::process::interrupt_flag()?;
     let mut records = Vec::new();
     let config = Disk {
         root,

@@ -4,27 +4,23 @@
 //! a summary table.
 //!
 //! One module per job: [`sweeps`] (the rate sweeps of `memcached`, `updates`, `static` and
-//! `quick`), [`disk`], [`threads`], [`study`]; what they share: [`process`] (pinned
-//! children), [`output`] and [`plot`] (results, figures, the report), [`cgroup`]. [`run`]
-//! takes the command line's [`Options`] and dispatches.
+//! `quick`), [`disk`], [`threads`], [`study`]; what they share: [`output`] and [`plot`]
+//! (results, figures, the report). [`run`] takes the command line's [`Options`] and
+//! dispatches.
 //!
-//! Every child is a [`process::Running`] guard, so an error or Ctrl-C (checked between and
+//! Every child is a [`crate::process::Running`] guard, so an error or Ctrl-C (checked between and
 //! during points) kills every process the run started, by PID. Load generators run as
 //! separate processes (`weft load ... --json`) so their CPU use never mixes with the
 //! runner's.
 
-pub mod cgroup;
 pub mod disk;
 pub mod output;
 pub mod plot;
-pub mod process;
 pub mod study;
 pub mod sweeps;
 pub mod threads;
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -136,15 +132,6 @@ pub struct Point {
     pub timeouts: u64,
     pub error_rate_pct: f64,
     pub generator_saturated: bool,
-}
-
-/// Ctrl-C / SIGTERM flag, registered once.
-pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
-    let flag = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, flag.clone()).context("installing the Ctrl-C handler")?;
-    }
-    Ok(flag)
 }
 
 /// What `weft experiment` was asked to run: its command line as plain fields (the CLI fills

@@ -9,6 +9,7 @@ use anyhow::Context;
 
 use super::plot::{self, Axes, Panel, Series};
 use super::Point;
+use crate::stats::median_min_max;
 
 /// Writes the raw results; returns the files written.
 pub fn write_raw(out: &Path, points: &[Point]) -> anyhow::Result<Vec<PathBuf>> {
@@ -59,18 +60,6 @@ fn group(points: &[Point]) -> BTreeMap<String, Grouped<'_>> {
             .push(p);
     }
     by
-}
-
-/// (median, min, max) of `values` (not empty); sorts them.
-pub fn median_min_max(values: &mut [f64]) -> (f64, f64, f64) {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    let median = if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    };
-    (median, values[0], values[n - 1])
 }
 
 fn panels(grouped: &Grouped<'_>, f: impl Fn(&Point) -> f64) -> Vec<Panel> {
@@ -226,12 +215,6 @@ pub fn summary(points: &[Point]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_min_max_of_odd_and_even_counts() {
-        assert_eq!(median_min_max(&mut [3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
-        assert_eq!(median_min_max(&mut [4.0, 1.0]), (2.5, 1.0, 4.0));
-    }
 
     fn point(server: &str, target: f64, run: usize, actual: f64) -> Point {
         Point {

@@ -14,8 +14,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use super::output::median_min_max;
 use super::plot::{self, Axes, Panel, Series};
+use crate::stats::median_min_max;
 use crate::study::{self, Outcome, Params, Runtime, Study};
 use anyhow::Context;
 use serde::Serialize;
@@ -50,7 +50,7 @@ pub fn run(out: &Path, runs: usize, schedulers: &[String]) -> anyhow::Result<()>
         schedulers.to_vec()
     };
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let interrupted = super::interrupt_flag()?;
+    let interrupted = crate::process::interrupt_flag()?;
     let mut measured = Vec::new();
     let mut result = Ok(());
     'sweep: for run in 1..=runs {

@@ -12,8 +12,8 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use weft_load::fileset;
 
-use super::process::{self, Running};
 use super::{output, plot, Kind, Point, Rates, Settings};
+use crate::process::{self, Running};
 
 /// A server under test: how to start it on a port.
 #[derive(Debug, Clone)]
@@ -430,7 +430,7 @@ pub fn run(kind: Kind, settings: &Settings) -> anyhow::Result<()> {
         );
         fileset::generate(&settings.fileset, settings.fileset_scale, 1)?;
     }
-    let interrupted = super::interrupt_flag()?;
+    let interrupted = crate::process::interrupt_flag()?;
     let mut points = Vec::new();
     let outcome = run_sweeps(settings, &sweeps, &interrupted, &mut points);
     let mut files = output::write_raw(&settings.out, &points)?;

@@ -27,9 +27,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::Serialize;
 
-use super::output::median_min_max;
 use super::plot::{self, Axes, Panel, Series};
-use super::process::{self, Running};
+use crate::process::{self, Running};
+use crate::stats::median_min_max;
 
 /// The two modes compared.
 pub const MODES: [&str; 2] = ["fibers", "threads"];
@@ -96,7 +96,7 @@ pub fn run(
         warmup,
     };
     let started = Instant::now();
-    let interrupted = super::interrupt_flag()?;
+    let interrupted = crate::process::interrupt_flag()?;
     let mut records = Vec::new();
     let outcome = run_rounds(&settings, &interrupted, &mut records);
     if !records.is_empty() {

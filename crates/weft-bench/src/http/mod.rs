@@ -11,18 +11,18 @@
 //! With `--open-loop F1,F2,...` it runs the open-loop comparison of `open_loop.rs`
 //! instead.
 //!
-//! Every process started here is killed by PID when the benchmark ends (`ChildGuard`), also on
+//! Every process started here is killed by PID when the benchmark ends (`process::Running`), also on
 //! SIGINT/SIGTERM: the flag they set kills the child running then and ends the benchmark.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::experiment::process;
+use crate::process;
 use anyhow::{bail, Context};
 
 mod open_loop;
@@ -86,27 +86,17 @@ pub struct Options {
     pub only: Vec<String>,
 }
 
-/// Kills the child by PID on drop.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// One server under test.
 pub struct Server {
     pub name: &'static str,
     addr: SocketAddr,
-    guard: ChildGuard,
+    guard: process::Running,
 }
 
 impl Server {
     /// Server CPU time so far (user + system), from /proc.
     fn cpu(&self) -> Duration {
-        crate::echo::cpu::process_cpu_seconds(self.guard.0.id())
+        crate::echo::cpu::process_cpu_seconds(self.guard.pid())
             .map(Duration::from_secs_f64)
             .unwrap_or_default()
     }
@@ -124,7 +114,7 @@ struct Figure {
 pub fn run(args: &Options) -> anyhow::Result<()> {
     // SIGINT/SIGTERM set it; the child running then is killed and the error returned drops
     // (kills) the servers, as in the other benchmarks.
-    let interrupted = crate::experiment::interrupt_flag()?;
+    let interrupted = crate::process::interrupt_flag()?;
     let interrupted: &AtomicBool = &interrupted;
     let limit = crate::generators::raise_nofile_limit();
     if limit < 2 * u64::from(args.keepalive_conns) + 256 {
@@ -135,10 +125,10 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
         );
     }
     let exe = std::env::current_exe().context("cannot find the weft binary")?;
-    let nginx = which("nginx", &["/usr/sbin/nginx", "/usr/bin/nginx"])
+    let nginx = process::find_program("nginx")
         .context("nginx is not installed (Debian: apt-get install nginx-light)")?;
-    let wrk = which("wrk", &["/usr/bin/wrk"]);
-    let taskset = which("taskset", &["/usr/bin/taskset"]);
+    let wrk = process::find_program("wrk");
+    let taskset = process::find_program("taskset");
     if taskset.is_none() {
         eprintln!("note: taskset is missing; servers and load are not pinned");
     }
@@ -164,7 +154,10 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
         interrupted,
         Duration::from_secs(3600),
     )?;
-    let manifest = read_manifest(&fileset)?;
+    let manifest: Vec<(String, f64)> = weft_load::fileset::read_manifest(&fileset)?
+        .into_iter()
+        .map(|e| (e.path, e.weight))
+        .collect();
     std::fs::write(fileset.join("bench-4k.bin"), vec![b'x'; 4096])?;
     let work = tempdir()?;
 
@@ -186,8 +179,8 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
     let nginx_server = start_nginx(&pin(0, &nginx), &fileset, &work, args.nginx_deferred)?;
     let weft_server = start_weft(&pin(0, &exe), &fileset, args.io)?;
     if let Some(limit) = &cpu_limit {
-        limit.add(nginx_server.guard.0.id())?;
-        limit.add(weft_server.guard.0.id())?;
+        limit.add(nginx_server.guard.pid())?;
+        limit.add(weft_server.guard.pid())?;
     }
     let servers = [&nginx_server, &weft_server];
 
@@ -554,28 +547,6 @@ fn clone_command(cmd: &Command) -> Command {
     c
 }
 
-/// (path, weight) from the file set's manifest.
-fn read_manifest(dir: &Path) -> anyhow::Result<Vec<(String, f64)>> {
-    let path = dir.join("weft-fileset.tsv");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("reading the file set manifest {}", path.display()))?;
-    let mut entries = Vec::new();
-    for line in text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-    {
-        let mut f = line.split('\t');
-        let (Some(w), Some(_size), Some(p)) = (f.next(), f.next(), f.next()) else {
-            bail!("bad manifest line in {}: {line:?}", path.display());
-        };
-        entries.push((p.to_owned(), w.parse::<f64>()?));
-    }
-    if entries.is_empty() {
-        bail!("the file set manifest {} lists no files", path.display());
-    }
-    Ok(entries)
-}
-
 /// A wrk Lua script drawing each request's name by the manifest's weights (cumulative table,
 /// binary search), sending `Connection: close`.
 fn zipf_script(entries: &[(String, f64)], seed: u64) -> String {
@@ -605,33 +576,8 @@ fn zipf_script(entries: &[(String, f64)], seed: u64) -> String {
     s
 }
 
-fn which(name: &str, candidates: &[&str]) -> Option<PathBuf> {
-    candidates
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-        .or_else(|| {
-            std::env::var_os("PATH").and_then(|paths| {
-                std::env::split_paths(&paths)
-                    .map(|d| d.join(name))
-                    .find(|p| p.exists())
-            })
-        })
-}
-
 fn free_port() -> anyhow::Result<u16> {
     Ok(process::free_port()?)
-}
-
-fn wait_listening(addr: SocketAddr, what: &str) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(addr).is_err() {
-        if Instant::now() > deadline {
-            bail!("{what} did not start listening on {addr}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
 }
 
 fn start_nginx(cmd: &Command, root: &Path, work: &Path, deferred: bool) -> anyhow::Result<Server> {
@@ -645,9 +591,9 @@ fn start_nginx(cmd: &Command, root: &Path, work: &Path, deferred: bool) -> anyho
         .arg(work)
         .arg("-c")
         .arg(work.join("nginx.conf"));
-    let guard = ChildGuard(c.spawn().context("starting nginx")?);
+    let mut guard = process::Running::adopt("nginx", c.spawn().context("starting nginx")?);
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
-    wait_listening(addr, "nginx")?;
+    guard.wait_for_port(addr, Duration::from_secs(10))?;
     Ok(Server {
         name: "nginx",
         addr,
@@ -674,7 +620,7 @@ fn start_weft(cmd: &Command, root: &Path, io: Io) -> anyhow::Result<Server> {
         .stderr(Stdio::piped());
     let mut child = c.spawn().context("starting weft http")?;
     let stderr = child.stderr.take().context("weft http's stderr")?;
-    let guard = ChildGuard(child);
+    let guard = process::Running::adopt("weft http", child);
     let mut line = String::new();
     BufReader::new(stderr).read_line(&mut line)?;
     let addr: SocketAddr = line

@@ -42,7 +42,7 @@ pub(super) fn run(
         let v = load_http_json(load, nginx, &common(0.0), args.duration, interrupted)?;
         peaks.push(v["replies_per_sec"].as_f64().unwrap_or(0.0));
     }
-    let peak = crate::memcached::median_of(&peaks);
+    let peak = crate::stats::median(&peaks);
     writeln!(
         report,
         "open loop, one 4 KiB file over {} keep-alive connections; nginx peak (weft load http \

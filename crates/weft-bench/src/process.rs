@@ -1,5 +1,6 @@
-//! Child processes of an experiment: servers and load generators, pinned to CPUs, always
-//! killed by PID when their guard drops (also on error and on Ctrl-C).
+//! Child processes of a benchmark or experiment: servers and load generators, pinned to
+//! CPUs, always killed by PID when their guard drops (also on error and on Ctrl-C, which
+//! [`interrupt_flag`] turns into a flag every wait here looks at).
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -8,6 +9,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -17,7 +19,8 @@ use anyhow::{bail, Context};
 pub struct Running {
     child: Child,
     name: String,
-    log: PathBuf,
+    /// Where its output goes, quoted when it fails to start; none for an adopted child.
+    log: Option<PathBuf>,
 }
 
 impl Running {
@@ -42,8 +45,17 @@ impl Running {
         Ok(Running {
             child,
             name: name.to_string(),
-            log,
+            log: Some(log),
         })
+    }
+
+    /// Guards a child the caller spawned itself (its own pinning, its own pipes).
+    pub fn adopt(name: &str, child: Child) -> Running {
+        Running {
+            child,
+            name: name.to_string(),
+            log: None,
+        }
     }
 
     /// The child's process id.
@@ -63,18 +75,24 @@ impl Running {
                 bail!(
                     "{} exited ({status}) before listening on {addr}: {}",
                     self.name,
-                    log_tail(&self.log)
+                    self.log_tail()
                 );
             }
             if Instant::now() > deadline {
                 bail!(
                     "{} did not listen on {addr} within {timeout:?}: {}",
                     self.name,
-                    log_tail(&self.log)
+                    self.log_tail()
                 );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    fn log_tail(&self) -> String {
+        self.log
+            .as_deref()
+            .map_or_else(|| "(no log)".to_string(), log_tail)
     }
 
     /// Stops the child: SIGTERM, up to 3 s to exit, then SIGKILL.
@@ -103,6 +121,15 @@ impl Drop for Running {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Ctrl-C / SIGTERM flag, registered once.
+pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, flag.clone()).context("installing the Ctrl-C handler")?;
+    }
+    Ok(flag)
 }
 
 /// Runs `program args` pinned to `cpu` to completion and returns its stdout. Gives up (and
