@@ -13,7 +13,7 @@
 //! join handle, which the load generators and benchmarks in the same binary rely on. A panic
 //! that holds no lock (a connection's own parsing state) ends only that connection.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 /// Locks `mutex`; if a panic poisoned it, reports `what` and aborts the process.
 #[inline]
@@ -21,6 +21,16 @@ pub fn lock<'m, T>(mutex: &'m Mutex<T>, what: &str) -> MutexGuard<'m, T> {
     match mutex.lock() {
         Ok(guard) => guard,
         Err(_) => poisoned(what),
+    }
+}
+
+/// Locks `mutex` if it is free (`None` when another thread holds it); on poison, as [`lock`].
+#[inline]
+pub fn try_lock<'m, T>(mutex: &'m Mutex<T>, what: &str) -> Option<MutexGuard<'m, T>> {
+    match mutex.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(TryLockError::WouldBlock) => None,
+        Err(TryLockError::Poisoned(_)) => poisoned(what),
     }
 }
 

@@ -1,7 +1,8 @@
 //! Listeners, the connection limit, the sweeper, and shutdown.
 //!
 //! One accept fiber per listener; one fiber per connection ([`crate::session::serve`]); one
-//! sweeper fiber that reclaims expired items; on glibc one trim fiber that returns the heap's
+//! sweeper fiber that reclaims expired items; one rebalancer fiber that moves slab pages to
+//! classes that found none; on glibc one trim fiber that returns the heap's
 //! free pages to the kernel every second ([`TRIM_INTERVAL_MS`]). Over `-c` connections a new
 //! client gets memcached's `ERROR Too many open connections` and is closed. [`Server::shutdown`] stops
 //! accepting, shuts the read side of every connection (each finishes the requests it has and
@@ -142,6 +143,8 @@ impl Server {
             let c = ctx.clone();
             fibers.push(spawn_on(&cluster, "sweeper", move || sweeper(c))?);
         }
+        let c = ctx.clone();
+        fibers.push(spawn_on(&cluster, "rebalance", move || rebalancer(c))?);
         if cfg!(all(target_os = "linux", target_env = "gnu")) {
             fibers.push(spawn_on(&cluster, "trim", trimmer)?);
         }
@@ -359,6 +362,16 @@ fn trimmer() {
         unsafe {
             libc::malloc_trim(0);
         }
+    }
+}
+
+/// How often the slab rebalancer looks for classes that found no page.
+const REBALANCE_INTERVAL_MS: u64 = 100;
+
+/// Moves pages to classes that found none ([`crate::store::Store::rebalance`]).
+fn rebalancer(ctx: Arc<Context>) {
+    while weft::sleep(Duration::from_millis(REBALANCE_INTERVAL_MS)).is_ok() {
+        ctx.store.rebalance();
     }
 }
 

@@ -1,5 +1,5 @@
 //! One connection: read into one buffer, run every complete request in it, collect the
-//! replies in one [`Output`] and send them with one (vectored) write, then read again.
+//! replies in one [`Output`] and send them with one write, then read again.
 //!
 //! Invariants and limits:
 //! - The input buffer starts at [`READ_BUFFER_MIN_BYTES`], doubles only when a read filled it,
@@ -9,11 +9,11 @@
 //! - Replies are written before more input is read; if they pile up past
 //!   [`OUTPUT_FLUSH_BYTES`] mid-batch they are written first, and a multi-get writes as it
 //!   goes the same way (between keys). So a connection holds at most
-//!   `OUTPUT_FLUSH_BYTES` of copied output plus one value (referenced, not copied, when it
-//!   is at least [`crate::output::REFERENCE_MIN_BYTES`]) whatever one request asks for. A
+//!   `OUTPUT_FLUSH_BYTES` of output plus one value (values are copied out of the store)
+//!   whatever one request asks for, and gives a grown output buffer back once written. A
 //!   client that does not read therefore blocks only its own fiber, and is disconnected
 //!   when a write makes no progress for the write-stall timeout. Small pipelined batches
-//!   still go out in one vectored write at the end of the batch.
+//!   still go out in one write at the end of the batch.
 //! - Input bytes of a data block that cannot be stored are discarded as they arrive.
 //! - After `-R` requests of one read the fiber yields (memcached's `conn_yields`), so a long
 //!   pipeline does not starve the other connections of its processor; the replies still go

@@ -63,6 +63,7 @@ counters!(
     conn_yields,
     crawler_reclaimed,
     crawler_items_checked,
+    slabs_moved,
 );
 
 /// Adds one to a counter.

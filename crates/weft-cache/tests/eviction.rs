@@ -1,6 +1,7 @@
 //! Filling the cache beyond `-m` evicts the least recently used items (and counts them), and
-//! with `-M` refuses instead, like memcached. (The LRU is per shard, like memcached's per slab
-//! class, so the oldest go first within each shard; the checks allow for that.)
+//! with `-M` refuses instead, like memcached. (There is one LRU per shard and size class, like
+//! memcached's per slab class, so the oldest go first within each shard; the checks allow for
+//! that.)
 
 mod common;
 
@@ -229,62 +230,72 @@ fn without_evictions_expired_items_are_reclaimed_before_refusing() {
     assert_eq!(c.stat("evictions"), 0);
 }
 
-/// What the store charges an item with a `key_len`-byte key and `VALUE_BYTES` of data: its
-/// footprint rounded up to memcached's size class.
-fn charge(key_len: usize) -> u64 {
-    let footprint = weft_cache::store::entry::footprint_bytes(key_len, VALUE_BYTES + 2);
-    weft_cache::store::classes::SizeClasses::default().rounded_bytes(footprint) as u64
+/// The chunk size of the class an item with a `key_len`-byte key and `VALUE_BYTES` of data
+/// lives in (memcached's item size picks the class).
+fn chunk_bytes(key_len: usize) -> u64 {
+    let classes = weft_cache::store::classes::SizeClasses::default();
+    let size = weft_cache::store::classes::item_bytes(key_len, 0, VALUE_BYTES + 2, true);
+    classes.chunk_size(usize::from(classes.class_of(size))) as u64
 }
 
-/// `stats slabs` `total_malloced`: what the items are charged against `-m`.
-fn charged(c: &mut Client) -> u64 {
+/// What an item takes outside its chunk, counted against `-m` beside the pages.
+fn index_bytes() -> u64 {
+    weft_cache::store::entry::index_bytes(1) as u64
+}
+
+/// `stats slabs`: `total_malloced` (the pages' bytes) and the sum of `used_chunks`.
+fn slabs(c: &mut Client) -> (u64, u64) {
     c.writer.write_all(b"stats slabs\r\n").unwrap();
-    let mut found = None;
+    let (mut malloced, mut used) = (None, 0);
     loop {
         let l = c.line();
         if l == "END" {
             break;
         }
         if let Some(v) = l.strip_prefix("STAT total_malloced ") {
-            found = Some(v.parse().unwrap());
+            malloced = Some(v.parse().unwrap());
+        }
+        if let Some((_, v)) = l.split_once(":used_chunks ") {
+            used += v.parse::<u64>().unwrap();
         }
     }
-    found.expect("no total_malloced")
+    (malloced.expect("no total_malloced"), used)
 }
 
+const PAGE_BYTES: u64 = 1024 * 1024;
+
 #[test]
-fn without_evictions_the_limit_holds_exactly_what_the_charges_allow() {
+fn without_evictions_the_limit_holds_exactly_what_the_pages_allow() {
     let server = small_server(false);
     let mut c = Client::connect(server.addr);
     // Keys "k0".."k9" and "k10".. differ in length by one byte: not enough to change a class.
     let stored = fill_until_refused(&mut c, "k") as u64;
-    let limit = 2 * 1024 * 1024;
+    let limit = 2 * PAGE_BYTES;
+    // A second page and the items' index bytes would exceed 2 MiB: one page's chunks.
+    let per_page = PAGE_BYTES / chunk_bytes(3);
     assert_eq!(
-        stored,
-        limit / charge(3),
-        "-m 2 holds as many {VALUE_BYTES}-byte items as their charge allows"
+        stored, per_page,
+        "-m 2 holds one page of {VALUE_BYTES}-byte items"
     );
-    assert_eq!(
-        charged(&mut c),
-        (0..stored)
-            .map(|i| charge(format!("k{i}").len()))
-            .sum::<u64>()
-    );
+    assert_eq!(slabs(&mut c), (PAGE_BYTES, stored));
+    assert!(PAGE_BYTES + stored * index_bytes() <= limit);
     assert_eq!(c.stat("limit_maxbytes"), limit);
 }
 
 #[test]
-fn with_evictions_the_charged_bytes_match_the_items_and_stay_under_the_limit() {
+fn with_evictions_the_pages_and_index_bytes_stay_under_the_limit() {
     let server = small_server(true);
     let mut c = Client::connect(server.addr);
     for i in 0..300u32 {
         assert_eq!(c.set(&format!("e{i:03}"), b'e'), "STORED");
-        let total = charged(&mut c);
-        assert!(total <= 2 * 1024 * 1024, "charged {total} after {i}");
-        assert_eq!(total, c.stat("curr_items") * charge(4), "after e{i:03}");
+        let (pages, used) = slabs(&mut c);
+        let items = c.stat("curr_items");
+        assert_eq!(used, items, "one chunk per item, after e{i:03}");
+        let total = pages + items * index_bytes();
+        assert!(total <= 2 * PAGE_BYTES, "{total} after e{i:03}");
     }
     assert!(c.stat("evictions") > 200);
-    // memcached's `bytes`: the items' own sizes, below their charges.
+    // memcached's `bytes`: the items' own sizes, below their chunks.
     let items = c.stat("curr_items");
     let ntotal = 48 + 4 + 1 + (VALUE_BYTES as u64 + 2) + 8;
     assert_eq!(c.stat("bytes"), items * ntotal);

@@ -1,7 +1,7 @@
 //! The original text commands: get family, storage, delete, incr/decr, touch.
 
+use std::borrow::Cow;
 use std::io;
-use std::sync::Arc;
 
 use super::detail::Op;
 use super::{out_string, Context, Drain, Flow};
@@ -56,7 +56,7 @@ pub(super) fn get(
                 if !fails {
                     let e = lk.entry(idx);
                     out.push(b"VALUE ");
-                    out.push(&e.key);
+                    out.push(e.key());
                     out.push(b" ");
                     out.push_u64(u64::from(e.flags));
                     out.push(b" ");
@@ -66,7 +66,7 @@ pub(super) fn get(
                         out.push_u64(e.cas);
                     }
                     out.push(b"\r\n");
-                    out.push_value(&e.data);
+                    out.push_value(e.data_pieces());
                 }
                 drop(lk);
                 if exptime.is_some() {
@@ -127,7 +127,7 @@ pub(super) struct NewItem<'a> {
     pub hash: u64,
     pub flags: u32,
     pub exptime: u32,
-    pub data: Arc<[u8]>,
+    pub data: &'a [u8],
     pub cas_in: u64,
     pub set_stale: bool,
     pub key_binary: bool,
@@ -169,7 +169,7 @@ pub(super) fn do_store(
                 lk.update(o);
                 return (StoreResult::NotStored, 0);
             }
-            (it.flags, it.exptime, it.data)
+            (it.flags, it.exptime, Cow::Borrowed(it.data))
         }
         StoreMode::Cas => match old {
             None => {
@@ -178,13 +178,13 @@ pub(super) fn do_store(
             }
             Some(_) if cas_res == CasRes::Match => {
                 bump(&stats.cas_hits);
-                (it.flags, it.exptime, it.data)
+                (it.flags, it.exptime, Cow::Borrowed(it.data))
             }
             Some(o) if cas_res == CasRes::Stale => {
                 // memcached: the value is replaced, the TTL and the stale marks are kept.
                 bump(&stats.cas_hits);
                 bits |= STALE;
-                (it.flags, lk.entry(o).exptime, it.data)
+                (it.flags, lk.entry(o).exptime, Cow::Borrowed(it.data))
             }
             Some(_) => {
                 bump(&stats.cas_badval);
@@ -203,30 +203,28 @@ pub(super) fn do_store(
             if item_total_bytes(it.key.len(), e.flags, total) > ctx.settings.item_size_max {
                 return (StoreResult::NotStored, 0);
             }
-            let mut v = Vec::with_capacity(total);
-            if mode == StoreMode::Append {
-                v.extend_from_slice(e.value());
-                v.extend_from_slice(&it.data);
+            let old = e.data_vec();
+            let v = if mode == StoreMode::Append {
+                [&old[..old.len() - 2], it.data].concat()
             } else {
-                v.extend_from_slice(&it.data[..it.data.len() - 2]);
-                v.extend_from_slice(&e.data);
-            }
+                [&it.data[..it.data.len() - 2], &old[..]].concat()
+            };
             bits |= e.bits & KEY_BINARY;
-            (e.flags, e.exptime, Arc::from(v))
+            (e.flags, e.exptime, Cow::Owned(v))
         }
         StoreMode::Replace => {
             if old.is_none() {
                 return (StoreResult::NotStored, 0);
             }
-            (it.flags, it.exptime, it.data)
+            (it.flags, it.exptime, Cow::Borrowed(it.data))
         }
-        StoreMode::Set => (it.flags, it.exptime, it.data),
+        StoreMode::Set => (it.flags, it.exptime, Cow::Borrowed(it.data)),
     };
     let old_bits = old.map_or(0, |o| lk.entry(o).bits);
     if bits & STALE != 0 {
         bits |= old_bits & TOKEN_SENT;
     }
-    match lk.link(it.hash, it.key, data, flags, exptime, bits, old) {
+    match lk.link(it.hash, it.key, &[&data[..]], flags, exptime, bits, old) {
         Ok(idx) => (StoreResult::Stored, lk.entry(idx).cas),
         Err(_) => (StoreResult::OutOfMemory, 0),
     }
@@ -254,9 +252,9 @@ pub(super) fn store(ctx: &Context, out: &mut Output, now: u32, a: StoreArgs<'_>)
         }
         Data::Inline(d) => d,
     };
-    store.make_room(a.key.len(), block.len(), now);
+    store.make_room(a.key.len(), a.flags, block.len(), now);
     let mut lk = store.lock(hash, now);
-    if lk.would_run_out(a.key.len(), block.len()) {
+    if lk.would_run_out(a.key.len(), a.flags, block.len()) {
         bump(&stats.store_no_memory);
         out_string(out, OUT_OF_MEMORY, a.noreply);
         if a.mode == StoreMode::Set {
@@ -277,7 +275,7 @@ pub(super) fn store(ctx: &Context, out: &mut Output, now: u32, a: StoreArgs<'_>)
         hash,
         flags: a.flags,
         exptime: store.clock.exptime(a.exptime, now),
-        data: Arc::from(block),
+        data: block,
         cas_in: a.cas_unique,
         set_stale: false,
         key_binary: false,
@@ -378,13 +376,16 @@ pub(super) fn do_add_delta(
         return Delta::NotFound;
     };
     let e = lk.entry(idx);
-    if e.data.len() <= 2 {
+    if e.data_len() <= 2 {
         return Delta::NonNumeric;
     }
     if cas_in != 0 && e.cas != cas_in {
         return Delta::CasMismatch;
     }
-    let Some(value) = crate::protocol::number::strtoull(number_prefix(&e.data)) else {
+    let data = e
+        .data()
+        .map_or_else(|| Cow::Owned(e.data_vec()), Cow::Borrowed);
+    let Some(value) = crate::protocol::number::strtoull(number_prefix(&data)) else {
         return Delta::NonNumeric;
     };
     let value = if incr {
@@ -396,19 +397,21 @@ pub(super) fn do_add_delta(
     };
     let text = value.to_string();
     let res = text.len();
-    if res + 2 <= e.data.len() && !out.holds(e.cas) {
-        let mut v = Vec::with_capacity(e.data.len());
+    if res + 2 <= data.len() && e.chunks() == 1 && !out.holds(e.cas) {
+        let mut v = Vec::with_capacity(data.len());
         v.extend_from_slice(text.as_bytes());
-        v.resize(e.data.len() - 2, b' ');
+        v.resize(data.len() - 2, b' ');
         v.extend_from_slice(b"\r\n");
-        lk.replace_data(idx, Arc::from(v));
+        drop(data);
+        lk.replace_data(idx, &v);
         Delta::Ok(text, idx)
     } else {
         let (flags, exptime, bits) = (e.flags, e.exptime, e.bits);
+        drop(data);
         let mut v = Vec::with_capacity(res + 2);
         v.extend_from_slice(text.as_bytes());
         v.extend_from_slice(b"\r\n");
-        match lk.link(hash, key, Arc::from(v), flags, exptime, bits, Some(idx)) {
+        match lk.link(hash, key, &[&v[..]], flags, exptime, bits, Some(idx)) {
             Ok(new_idx) => Delta::Ok(text, new_idx),
             Err(_) => Delta::OutOfMemory,
         }

@@ -2,8 +2,6 @@
 //! `process_m*_command` step by step: return flags are emitted in the order the client gave
 //! them, `q` hides only the nominal reply of each command, and errors always show.
 
-use std::sync::Arc;
-
 use base64::Engine;
 
 use super::classic::{
@@ -117,7 +115,7 @@ fn mget(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
     let mut created = false;
     if idx.is_none() && of.vivify {
         let bits = if of.key_binary { KEY_BINARY } else { 0 };
-        if let Ok(i) = lk.link(hash, key, Arc::from(&b"\r\n"[..]), 0, 0, bits, None) {
+        if let Ok(i) = lk.link(hash, key, &[&b"\r\n"[..]], 0, 0, bits, None) {
             idx = Some(i);
             created = true;
         }
@@ -192,7 +190,7 @@ fn mget(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
                 out.push(b" ");
                 out.push(tok);
             }
-            b'k' => push_key(out, &e.key, e.bits & KEY_BINARY != 0),
+            b'k' => push_key(out, e.key(), e.bits & KEY_BINARY != 0),
             _ => {}
         }
     }
@@ -212,8 +210,7 @@ fn mget(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
     }
     out.push(b"\r\n");
     if of.value {
-        let data = lk.entry(idx).data.clone();
-        out.push_value(&data);
+        out.push_value(lk.entry(idx).data_pieces());
     }
     out.hold(lk.entry(idx).cas);
     if !of.no_update {
@@ -277,10 +274,10 @@ pub(super) fn mset(
     let too_large =
         item_total_bytes(key.len(), of.client_flags, block_len) > ctx.settings.item_size_max;
     if !too_large {
-        store.make_room(key.len(), block_len, now);
+        store.make_room(key.len(), of.client_flags, block_len, now);
     }
     let mut lk = store.lock(hash, now);
-    if too_large || lk.would_run_out(key.len(), block_len) {
+    if too_large || lk.would_run_out(key.len(), of.client_flags, block_len) {
         let line = if too_large {
             bump(&stats.store_too_large);
             TOO_LARGE
@@ -307,7 +304,7 @@ pub(super) fn mset(
         hash,
         flags: of.client_flags,
         exptime: store.clock.exptime(of.exptime, now),
-        data: Arc::from(block),
+        data: block,
         cas_in: of.req_cas,
         set_stale: of.set_stale && mode == StoreMode::Cas,
         key_binary: of.key_binary,
@@ -451,7 +448,7 @@ fn marith(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
                 let mut v = text.clone().into_bytes();
                 v.extend_from_slice(b"\r\n");
                 let bits = if of.key_binary { KEY_BINARY } else { 0 };
-                match lk.link(hash, key, Arc::from(v), 0, 0, bits, None) {
+                match lk.link(hash, key, &[&v[..]], 0, 0, bits, None) {
                     Ok(idx) => {
                         created = true;
                         item = Some((text, idx));
@@ -538,18 +535,18 @@ fn mdebug(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
             if e.bits & KEY_BINARY != 0 {
                 out.push(
                     base64::engine::general_purpose::STANDARD
-                        .encode(&e.key)
+                        .encode(e.key())
                         .as_bytes(),
                 );
             } else {
-                out.push(&e.key);
+                out.push(e.key());
             }
             let exp: i64 = if e.exptime == 0 {
                 -1
             } else {
                 i64::from(now.wrapping_sub(e.exptime) as i32)
             };
-            let size = item_bytes(e.key.len(), e.flags, e.data.len(), ctx.settings.use_cas);
+            let size = item_bytes(e.key().len(), e.flags, e.data_len(), ctx.settings.use_cas);
             let line = format!(
                 " exp={exp} la={} cas={} fetch={} cls={} size={size}\r\n",
                 now.wrapping_sub(e.time),

@@ -171,11 +171,11 @@ fn general(ctx: &Context, out: &mut Output, now: u32) {
         "slab_reassign_busy_items",
         "slab_reassign_busy_deletes",
         "slab_reassign_running",
-        "slabs_moved",
-        "lru_crawler_running",
     ] {
         stat(out, name, 0);
     }
+    stat(out, "slabs_moved", get("slabs_moved"));
+    stat(out, "lru_crawler_running", 0);
     stat(out, "lru_crawler_starts", u64::from(ctx.settings.sweeper));
     for name in [
         "lru_maintainer_juggles",
@@ -360,17 +360,14 @@ fn cachedump(ctx: &Context, out: &mut Output, t: &Tokens<'_>) {
     let mut lines = Vec::new();
     let mut bytes = 0;
     let clock = &ctx.store.clock;
-    ctx.store.for_each_recent_first(|e| {
-        if u32::from(e.class) != class {
-            return true;
-        }
+    ctx.store.for_each_recent_first(class as u8, |e| {
         let expiry = if e.exptime == 0 {
             0
         } else {
             clock.unix_of(e.exptime)
         };
         let mut line = b"ITEM ".to_vec();
-        line.extend_from_slice(&e.key);
+        line.extend_from_slice(e.key());
         line.extend_from_slice(format!(" [{} b; {expiry} s]\r\n", e.value_len()).as_bytes());
         if bytes + line.len() + 6 > CACHEDUMP_MAX_BYTES {
             return false;
@@ -437,29 +434,30 @@ fn items(ctx: &Context, out: &mut Output, now: u32) {
     }
 }
 
-/// `stats slabs`: memcached's 15 keys per class that holds items, then `active_slabs` and
-/// `total_malloced`. The pages are what memcached's slabs would need for these items
-/// (1 MiB pages of the class's chunk size); `total_malloced` is what memcached means by it,
-/// the memory counted against `-m`: in weft the items' charges ([`crate::store`]), so it
-/// never exceeds `limit_maxbytes`. The per-class command counters are not kept (0);
-/// `stats` has the server-wide ones.
+/// `stats slabs`: memcached's 15 keys per class that has pages, then `active_slabs` and
+/// `total_malloced`, from the store's own pages ([`crate::store::slab`]): real pages and
+/// chunks per class; `total_malloced` is the pages' bytes (what memcached means by it), which
+/// with the items' index bytes stays within `limit_maxbytes`. The per-class command
+/// counters are not kept (0); `stats` has the server-wide ones.
 fn slabs(ctx: &Context, out: &mut Output) {
-    let (classes, _) = ctx.store.class_counts(ctx.store.clock.now());
-    let sizes = &ctx.store.config().classes;
+    let slabs = ctx.store.slabs();
+    let sizes = slabs.classes();
     let mut active = 0;
-    for (id, c) in classes.iter().enumerate().filter(|(_, c)| c.items > 0) {
-        let chunk = sizes.chunk_size(id.min(sizes.len()).max(1)) as u64;
+    for id in 1..=sizes.len() {
+        let u = slabs.usage(id as u8);
+        if u.pages == 0 {
+            continue;
+        }
+        let chunk = sizes.chunk_size(id) as u64;
         let per_page = (SLAB_PAGE_BYTES as u64 / chunk).max(1);
-        let pages = c.items.div_ceil(per_page);
-        let total = pages * per_page;
         let mut s = |name: &str, v: u64| stat(out, &format!("{id}:{name}"), v);
         s("chunk_size", chunk);
         s("chunks_per_page", per_page);
-        s("total_pages", pages);
-        s("total_chunks", total);
-        s("used_chunks", c.items);
-        s("free_chunks", total - c.items);
-        s("free_chunks_end", 0);
+        s("total_pages", u.pages as u64);
+        s("total_chunks", (u.used_chunks + u.free_chunks) as u64);
+        s("used_chunks", u.used_chunks as u64);
+        s("free_chunks", u.free_chunks as u64);
+        s("free_chunks_end", u.free_chunks_end as u64);
         for name in [
             "get_hits",
             "cmd_set",
@@ -475,5 +473,5 @@ fn slabs(ctx: &Context, out: &mut Output) {
         active += 1;
     }
     stat(out, "active_slabs", active);
-    stat(out, "total_malloced", ctx.store.used_bytes());
+    stat(out, "total_malloced", slabs.page_bytes());
 }

@@ -1,67 +1,66 @@
-//! The item store: 64 shards by key hash, each a [`Shard`] behind its own short lock, with a
-//! global byte count held under `-m` by LRU eviction (or refusal with `-M`), memcached's
-//! expiry and `flush_all` rules checked lazily on access and by [`Store::sweep`], and CAS
-//! values from one global counter.
+//! The item store: 64 shards by key hash, each a [`Shard`] behind its own short lock, items'
+//! keys and data in store-owned size-class pages ([`slab`]), the memory they take held under
+//! `-m` by per-class LRU eviction (or refusal with `-M`), memcached's expiry and `flush_all`
+//! rules checked lazily on access and by [`Store::sweep`], and CAS values from one global
+//! counter.
 //!
 //! # What `-m` bounds
 //!
-//! `-m` is held by the store's own count, not by asking the allocator: every item is charged
-//! [`Store::charge_bytes`] when it is linked and uncharged when it is unlinked, and a store
-//! evicts (or, under `-M`, is refused) until the sum of the charges fits. There is no
-//! process-wide allocator setting and no sampling, so it holds the same under any allocator
-//! and any `-t`.
-//!
-//! An item's charge is its footprint ([`entry::footprint_bytes`]: its slot in the shard's
-//! slot vector, its hash-table bucket, the key's and the data's allocations as the allocator
-//! rounds them, the `Arc`'s counts and the data's `\r\n`) rounded up to memcached's slab
-//! class for that size ([`classes::SizeClasses::rounded_bytes`], factor `-f`, 1.25 by
-//! default), as memcached's slab chunks charge an item its chunk. The rounding (12 % on
-//! average at 1.25) is the room the allocator's free holes take under a churn of random
-//! sizes: what memcached's slab pages hold inside `-m`, weft holds by charging it.
+//! `-m` bounds [`Store::used_bytes`]: the pages given to size classes (1 MiB each, as
+//! memcached's slabs) plus what the items take outside their chunks (their slots in the
+//! shards' slot vectors, their hash-table buckets, a chained item's chain list:
+//! [`entry::index_bytes`]). A class gets a new page only while that sum stays within `-m`;
+//! once pages are spent, a store evicts its class's least recently used item (its own
+//! shard's first, then other shards') to free a chunk, and a store whose index bytes take
+//! the sum over `-m` evicts the least recently used items of any class until it fits. Under
+//! `-M` nothing evicts: a store that finds no chunk and no page within `-m` is refused. No
+//! process-wide allocator setting, no sampling: the items' memory is the pages, which the
+//! allocator never sees, so it holds the same under any allocator and any `-t`.
 //!
 //! Not counted: the slot vectors' and hash tables' spare capacity (they grow by doubling and
 //! never shrink: at most one slot and one bucket per item of the highest item count the
 //! shard held), connection buffers and pending output (bounded per connection by
-//! [`crate::output::FLUSH_BYTES`] plus one value), fiber stacks, and the allocator's free
-//! holes beyond the rounding. A value evicted or replaced while a reply still references it
-//! (values are `Arc`s shared with pending output) is uncharged at once but freed only when
-//! that reply has been written, so the memory of up to one value per connection outlives its
-//! charge.
+//! [`crate::output::FLUSH_BYTES`] plus one value: replies copy values out under the shard
+//! lock, so a chunk is free as soon as its item is unlinked), and fiber stacks.
 //!
-//! Measured (`weft bench memory`, `-m 64`, random 100–50,000-byte values, 90 % sets; glibc,
-//! with the server's once-a-second `malloc_trim`; `docs/notes/memcached-dropin.md`, "`-m`"):
-//! peak RSS − idle RSS is 1.02–1.03 × `-m` at `-t 1` (memcached: 1.03), but 1.34–1.46 ×
-//! `-m` at `-t 4`, where glibc gives each processor thread its own arena and the holes are
-//! paid per arena. The count holds `-m` exactly; the RSS above it is the allocator's.
+//! A page stays with its class until the sweeper's [`Store::rebalance`] moves one from the
+//! class with the most pages to a class that found none (memcached's slab rebalancer): with
+//! evictions it evicts the items of one page of that class; under `-M` it only takes a page
+//! whose chunks are all free.
 //!
 //! `stats` `bytes` is memcached's: the sum of the items' memcached sizes (`ITEM_ntotal`,
-//! [`classes::item_bytes`]), always below the charges; `stats slabs` `total_malloced` is the
-//! charged total, the figure `-m` bounds (memcached: the slab pages counted against `-m`).
+//! [`classes::item_bytes`]); `stats slabs` reports the real classes, pages and chunks, and
+//! `total_malloced` the pages' bytes.
 //!
-//! Lock order: at most one shard lock is held at a time. Eviction that must take memory from
-//! other shards runs after the caller's shard lock is released ([`Store::evict_elsewhere`]),
-//! locking the other shards one at a time. The counters (`used_bytes`, CAS, flush settings,
-//! stats) are atomics and are never a reason to wait.
+//! Lock order: a thread holds at most one shard lock while it waits for one. Eviction that
+//! must take memory from other shards either runs after the caller's shard lock is released
+//! ([`Store::evict_elsewhere`], locking the other shards one at a time) or, to free a chunk
+//! for an item being linked, only *tries* other shards' locks ([`fatal::try_lock`]), never
+//! waiting for them, so no two threads wait on each other. The slab class locks and the page
+//! table lock are leaves (taken alone or under one shard lock, never while waiting for
+//! another lock). The counters (`used_bytes`, CAS, flush settings, stats) are atomics and are
+//! never a reason to wait.
 
 pub mod classes;
 pub mod clock;
 pub mod entry;
+mod evict;
 mod shard;
+pub mod slab;
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 pub use clock::Clock;
 pub use entry::{Entry, FETCHED, KEY_BINARY, NIL, STALE, TOKEN_SENT};
 use shard::Shard;
 
+use crate::fatal;
 use crate::stats::{bump, Stats};
 
 /// Number of shards (a power of two).
 pub const SHARDS: usize = 64;
-/// Items per shard, from its LRU tail, that `stats items` looks at for the classes' ages.
-pub const AGE_SCAN_ITEMS: usize = 256;
 
 /// Store settings fixed at start (except the memory limit, which `cache_memlimit` changes).
 #[derive(Clone, Debug)]
@@ -76,7 +75,7 @@ pub struct StoreConfig {
     pub use_cas: bool,
     /// `-o hashpower`: the hash tables start with room for this many items (0 = grow).
     pub initial_items: usize,
-    /// memcached's slab classes (`-f`, `-n`, `-o slab_chunk_max`), as names for item sizes.
+    /// memcached's slab classes (`-f`, `-n`, `-o slab_chunk_max`): the chunk sizes of the pages.
     pub classes: classes::SizeClasses,
 }
 
@@ -90,13 +89,16 @@ struct PaddedShard(Mutex<Shard>);
 
 /// The cache.
 pub struct Store {
+    /// Declared before `slabs`: the items (and their chunks) go before the pages.
     shards: Box<[PaddedShard]>,
+    /// The pages the items' keys and data live in.
+    slabs: slab::Slabs,
     hasher: hashbrown::DefaultHashBuilder,
     pub clock: Clock,
     pub stats: Stats,
     config: StoreConfig,
     limit_bytes: AtomicUsize,
-    /// The sum of the linked items' charges ([`Store::charge_bytes`]).
+    /// Pages given to classes (bytes) plus the linked items' [`entry::index_bytes`].
     used_bytes: AtomicUsize,
     last_cas: AtomicU64,
     /// memcached `settings.oldest_live` (0 = no flush pending).
@@ -115,6 +117,8 @@ pub struct Store {
     reclaimed_flush: AtomicU32,
     /// A full reclaim is running (others refuse rather than scan the same shards again).
     reclaiming: std::sync::atomic::AtomicBool,
+    /// Classes that needed a page and found none (for [`Store::rebalance`]), under its lock.
+    starved: Mutex<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -149,6 +153,7 @@ impl Store {
                     )))
                 })
                 .collect(),
+            slabs: slab::Slabs::new(config.classes.clone(), config.memory_limit_bytes),
             hasher: hashbrown::DefaultHashBuilder::default(),
             clock: Clock::new(),
             stats: Stats::default(),
@@ -163,7 +168,13 @@ impl Store {
             earliest_expiry: AtomicU32::new(u32::MAX),
             reclaimed_flush: AtomicU32::new(0),
             reclaiming: std::sync::atomic::AtomicBool::new(false),
+            starved: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The pages and their classes.
+    pub fn slabs(&self) -> &slab::Slabs {
+        &self.slabs
     }
 
     pub fn config(&self) -> &StoreConfig {
@@ -180,7 +191,11 @@ impl Store {
     }
 
     fn lock_shard(&self, i: usize) -> MutexGuard<'_, Shard> {
-        crate::fatal::lock(&self.shards[i].0, "store shard")
+        fatal::lock(&self.shards[i].0, "store shard")
+    }
+
+    fn try_lock_shard(&self, i: usize) -> Option<MutexGuard<'_, Shard>> {
+        fatal::try_lock(&self.shards[i].0, "store shard")
     }
 
     /// Locks the shard of `hash`.
@@ -222,14 +237,6 @@ impl Store {
         self.limit_bytes.store(bytes, Ordering::Relaxed);
     }
 
-    /// What an item with a key of `key_len` bytes and `data_len` bytes of data (with its
-    /// `\r\n`) is charged against `-m`: its footprint rounded up to its size class.
-    pub fn charge_bytes(&self, key_len: usize, data_len: usize) -> usize {
-        self.config
-            .classes
-            .rounded_bytes(entry::footprint_bytes(key_len, data_len))
-    }
-
     /// memcached's `bytes`: the sum of the items' memcached sizes ([`classes::item_bytes`]),
     /// one shard lock at a time.
     pub fn item_bytes(&self) -> u64 {
@@ -241,12 +248,12 @@ impl Store {
             .sum()
     }
 
-    /// Calls `f` on the items, each shard's most recently used first, shard after shard (one
-    /// lock at a time), until it returns false.
-    pub fn for_each_recent_first(&self, mut f: impl FnMut(&Entry) -> bool) {
+    /// Calls `f` on the items of `class`, each shard's most recently used first, shard after
+    /// shard (one lock at a time), until it returns false.
+    pub fn for_each_recent_first(&self, class: u8, mut f: impl FnMut(&Entry) -> bool) {
         for i in 0..SHARDS {
             let shard = self.lock_shard(i);
-            if !shard.for_each_recent_first(&mut f) {
+            if !shard.for_each_recent_first(class, &mut f) {
                 return;
             }
         }
@@ -302,54 +309,8 @@ impl Store {
         self.is_flushed(e, now) || (e.exptime != 0 && e.exptime <= now)
     }
 
-    /// Frees memory, shard after shard, until the byte count is back under the limit or
-    /// nothing is left to evict. Call with no shard locked.
-    pub fn evict_elsewhere(&self) {
-        self.evict_from_others(None);
-    }
-
-    /// [`Store::evict_elsewhere`] sparing shard `except` (the one an operation just linked
-    /// into: it had nothing else to give, so its tail is the new item itself).
-    fn evict_from_others(&self, except: Option<usize>) {
-        if !self.config.evictions {
-            // `-M`: an item acknowledged with STORED stays until deleted, expired or flushed.
-            return;
-        }
-        let start = self.evict_cursor.fetch_add(1, Ordering::Relaxed);
-        for k in 0..SHARDS {
-            if self.used_bytes() <= self.limit_bytes() {
-                return;
-            }
-            let i = (start + k) % SHARDS;
-            if Some(i) == except {
-                continue;
-            }
-            let mut shard = self.lock_shard(i);
-            while self.used_bytes() > self.limit_bytes() {
-                let Some(tail) = shard.tail() else { break };
-                self.evict(&mut shard, tail, self.clock.now());
-            }
-        }
-    }
-
-    fn evict(&self, shard: &mut Shard, idx: u32, now: u32) {
-        let (e, charge) = shard.remove(idx);
-        self.used_bytes.fetch_sub(charge, Ordering::Relaxed);
-        bump(&self.stats.evictions);
-        let c = &mut shard.classes[usize::from(e.class)];
-        c.evicted += 1;
-        c.evicted_time = now.saturating_sub(e.time);
-        if e.exptime != 0 {
-            c.evicted_nonzero += 1;
-        }
-        if e.bits & FETCHED == 0 {
-            bump(&self.stats.evicted_unfetched);
-            c.evicted_unfetched += 1;
-        }
-    }
-
     /// The per-class tallies of all shards (one shard lock at a time), and for each class
-    /// the age of the oldest item seen at the LRU tails (up to [`AGE_SCAN_ITEMS`] per shard).
+    /// the age of its least recently used item.
     pub fn class_counts(
         &self,
         now: u32,
@@ -364,10 +325,9 @@ impl Store {
             for (t, c) in total.iter_mut().zip(shard.classes.iter()) {
                 t.add(c);
             }
-            shard.for_each_oldest_first(AGE_SCAN_ITEMS, |e| {
-                let a = &mut age[usize::from(e.class)];
-                *a = (*a).max(now.saturating_sub(e.time));
-            });
+            for (class, time) in shard.tail_times() {
+                age[class] = age[class].max(now.saturating_sub(time));
+            }
         }
         (total, age)
     }
@@ -395,12 +355,11 @@ impl Store {
     /// and flushed item (memcached's LRU crawler and tail pulls do the same before it
     /// answers out of memory). Call with no shard locked, before the store's lock is taken.
     /// Does nothing with evictions on (eviction makes room there) or when the item fits.
-    pub fn make_room(&self, key_len: usize, data_len: usize, now: u32) {
+    pub fn make_room(&self, key_len: usize, flags: u32, data_len: usize, now: u32) {
         if self.config.evictions {
             return;
         }
-        let charge = self.charge_bytes(key_len, data_len);
-        if self.used_bytes() + charge <= self.limit_bytes() || !self.may_hold_dead(now) {
+        if self.fits_now(key_len, flags, data_len) || !self.may_hold_dead(now) {
             return;
         }
         self.reclaim_all(now);
@@ -444,8 +403,7 @@ impl Store {
     /// Unlinks a dead item, counted as memcached counts it: `crawler_reclaimed` when the
     /// background sweeper (memcached's LRU crawler) found it, else `reclaimed`.
     fn reclaim(&self, shard: &mut Shard, idx: u32, by_sweeper: bool) {
-        let (e, charge) = shard.remove(idx);
-        self.used_bytes.fetch_sub(charge, Ordering::Relaxed);
+        let e = self.take(shard, idx);
         let c = &mut shard.classes[usize::from(e.class)];
         if by_sweeper {
             bump(&self.stats.crawler_reclaimed);
@@ -544,106 +502,70 @@ impl<'s> Locked<'s> {
         self.sh_mut().touch_lru(idx);
     }
 
-    /// Removes an item.
-    pub fn unlink(&mut self, idx: u32) -> Entry {
-        let (e, charge) = self.sh_mut().remove(idx);
-        self.store.used_bytes.fetch_sub(charge, Ordering::Relaxed);
-        e
-    }
-
-    /// Makes room for an item of `charge` bytes: evicts from this shard's LRU tail (never
-    /// `keep`) while over the limit; with evictions off, refuses instead.
-    fn reserve(&mut self, charge: usize, keep: Option<u32>) -> Result<(), OutOfMemory> {
+    /// Removes an item; its chunks go back to their classes.
+    pub fn unlink(&mut self, idx: u32) {
         let store = self.store;
-        let limit = store.limit_bytes();
-        if !store.config.evictions {
-            return if store.used_bytes() + charge > limit {
-                Err(OutOfMemory)
-            } else {
-                Ok(())
-            };
-        }
-        if charge > limit {
-            return Err(OutOfMemory);
-        }
-        loop {
-            // One reading per step: other shards' operations change the count meanwhile.
-            let used = store.used_bytes();
-            if used + charge <= limit {
-                break;
-            }
-            match self.sh().tail() {
-                Some(t) if Some(t) != keep => {
-                    let now = self.now;
-                    store.evict(self.sh_mut(), t, now);
-                }
-                _ => {
-                    self.shortfall = used + charge - limit;
-                    break;
-                }
-            }
-        }
-        Ok(())
+        store.take(self.sh_mut(), idx);
     }
 
     /// True when linking an item of these sizes would fail with out-of-memory right now.
-    pub fn would_run_out(&self, key_len: usize, data_len: usize) -> bool {
-        let charge = self.store.charge_bytes(key_len, data_len);
-        let limit = self.store.limit_bytes();
-        if self.store.config.evictions {
-            charge > limit
+    pub fn would_run_out(&self, key_len: usize, flags: u32, data_len: usize) -> bool {
+        let store = self.store;
+        if store.config.evictions {
+            let plan = store.chunk_plan(key_len, flags, data_len);
+            store.plan_pages(&plan) * slab::PAGE_BYTES + entry::index_bytes(plan.len())
+                > store.limit_bytes()
         } else {
-            self.store.used_bytes() + charge > limit
+            !store.fits_now(key_len, flags, data_len)
         }
     }
 
-    /// Links a new item (replacing `old` if given) with a fresh CAS value and the current time.
+    /// Links a new item (replacing `old` if given) with a fresh CAS value and the current
+    /// time; its data is the concatenation of `data` (with its `\r\n`).
     #[allow(clippy::too_many_arguments)] // the fields of the item, as memcached's item_alloc
     pub fn link(
         &mut self,
         hash: u64,
         key: &[u8],
-        data: Arc<[u8]>,
+        data: &[&[u8]],
         flags: u32,
         exptime: u32,
         bits: u8,
         old: Option<u32>,
     ) -> Result<u32, OutOfMemory> {
-        let charge = self.store.charge_bytes(key.len(), data.len());
-        self.reserve(charge, old)?;
-        self.store.note_expiry(exptime);
+        let store = self.store;
+        let data_len: usize = data.iter().map(|d| d.len()).sum();
+        let size = classes::item_bytes(key.len(), flags, data_len, store.config.use_cas);
+        let plan = store.chunk_plan(key.len(), flags, data_len);
+        let index = entry::index_bytes(plan.len());
+        if !store.config.evictions && store.used_bytes() + index > store.limit_bytes() {
+            return Err(OutOfMemory);
+        }
+        let chunks = self.alloc_chunks(&plan, old)?;
+        store.note_expiry(exptime);
         if let Some(old) = old {
             self.unlink(old);
         }
-        let size = classes::item_bytes(key.len(), flags, data.len(), self.store.config.use_cas);
-        let entry = Entry {
-            key: key.into(),
-            data,
-            hash,
-            cas: self.store.item_cas(),
-            flags,
-            exptime,
-            time: self.now,
-            bits,
-            class: self.store.config.classes.class_of(size),
-            // Items are at most -I (1 GiB at most, memcached's own cap), well below u32::MAX.
-            charge: u32::try_from(charge).expect("an item's charge fits in u32"),
-            prev: NIL,
-            next: NIL,
-        };
-        let (idx, charge) = self.sh_mut().insert(entry);
-        self.store.used_bytes.fetch_add(charge, Ordering::Relaxed);
-        bump(&self.store.stats.total_items);
+        let mut entry = Entry::filled(chunks, key, data, store.config.classes.class_of(size));
+        entry.hash = hash;
+        entry.cas = store.item_cas();
+        entry.flags = flags;
+        entry.exptime = exptime;
+        entry.time = self.now;
+        entry.bits = bits;
+        let (idx, index) = self.sh_mut().insert(entry);
+        store.used_bytes.fetch_add(index, Ordering::Relaxed);
+        bump(&store.stats.total_items);
+        self.fit_index_bytes(idx);
         Ok(idx)
     }
 
     /// Swaps an item's data in place for data of the same length (incr/decr written over
-    /// the old digits, padded), with a new CAS value: its charge and size class stay.
-    pub fn replace_data(&mut self, idx: u32, data: Arc<[u8]>) {
+    /// the old digits, padded), with a new CAS value: its chunk and class stay.
+    pub fn replace_data(&mut self, idx: u32, data: &[u8]) {
         let cas = self.store.item_cas();
         let e = self.sh_mut().entry_mut(idx);
-        assert_eq!(e.data.len(), data.len(), "in-place data keeps its length");
-        e.data = data;
+        e.overwrite_data(data);
         e.cas = cas;
         self.update(idx);
     }

@@ -1,13 +1,15 @@
-//! One shard: a hash table of slot indices, the slots, and an intrusive LRU list through them.
+//! One shard: a hash table of slot indices, the slots, and one intrusive LRU list per size
+//! class through them (eviction frees a chunk of the class that needs one, as memcached's
+//! per-class LRUs do).
 //!
-//! Invariants: every used slot is in the table exactly once and in the LRU list exactly once;
-//! free slots are on the free list and nowhere else; `bytes` is the sum of the charges of the
-//! used slots.
+//! Invariants: every used slot is in the table exactly once and in its class's LRU list
+//! exactly once; free slots are on the free list and nowhere else; `index_bytes` is the sum
+//! of the used slots' [`index_bytes`].
 
 use hashbrown::HashTable;
 
 use super::classes::{item_bytes, ClassCounts, CLASSES};
-use super::entry::{Entry, NIL};
+use super::entry::{index_bytes, Entry, NIL};
 
 #[derive(Debug)]
 enum Slot {
@@ -21,12 +23,13 @@ pub struct Shard {
     table: HashTable<u32>,
     slots: Vec<Slot>,
     free_head: u32,
-    /// Most recently used.
-    head: u32,
-    /// Least recently used: the next to evict.
-    tail: u32,
+    /// Per class (index = class id): most recently used.
+    heads: Box<[u32; CLASSES]>,
+    /// Per class: least recently used, the next to evict.
+    tails: Box<[u32; CLASSES]>,
     len: usize,
-    bytes: usize,
+    /// What the items take outside their chunks ([`index_bytes`]).
+    index_bytes: usize,
     /// Where the sweeper continues.
     sweep_cursor: usize,
     /// Per size class: items, their memcached sizes, evictions and reclaims.
@@ -41,10 +44,10 @@ impl Default for Shard {
             table: HashTable::new(),
             slots: Vec::new(),
             free_head: NIL,
-            head: NIL,
-            tail: NIL,
+            heads: Box::new([NIL; CLASSES]),
+            tails: Box::new([NIL; CLASSES]),
             len: 0,
-            bytes: 0,
+            index_bytes: 0,
             sweep_cursor: 0,
             classes: Box::new([ClassCounts::default(); CLASSES]),
             use_cas: true,
@@ -82,19 +85,30 @@ impl Shard {
     }
 
     #[cfg(test)]
-    pub fn bytes(&self) -> usize {
-        self.bytes
+    pub fn index_bytes(&self) -> usize {
+        self.index_bytes
     }
 
-    pub fn tail(&self) -> Option<u32> {
-        (self.tail != NIL).then_some(self.tail)
+    /// The least recently used item of `class`.
+    pub fn tail(&self, class: u8) -> Option<u32> {
+        let t = self.tails[usize::from(class)];
+        (t != NIL).then_some(t)
+    }
+
+    /// The least recently used item of whichever class's tail was used longest ago.
+    pub fn oldest_tail(&self) -> Option<u32> {
+        self.tails
+            .iter()
+            .filter(|&&t| t != NIL)
+            .min_by_key(|&&t| self.entry(t).time)
+            .copied()
     }
 
     /// The slot holding `key`, whatever its liveness.
     pub fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
         self.table
             .find(hash, |&i| match &self.slots[i as usize] {
-                Slot::Used(e) => &*e.key == key,
+                Slot::Used(e) => e.key() == key,
                 Slot::Free { .. } => false,
             })
             .copied()
@@ -115,24 +129,25 @@ impl Shard {
     }
 
     fn detach(&mut self, idx: u32) {
-        let (prev, next) = {
+        let (prev, next, class) = {
             let e = self.entry(idx);
-            (e.prev, e.next)
+            (e.prev, e.next, usize::from(e.class))
         };
         if prev != NIL {
             self.entry_mut(prev).next = next;
         } else {
-            self.head = next;
+            self.heads[class] = next;
         }
         if next != NIL {
             self.entry_mut(next).prev = prev;
         } else {
-            self.tail = prev;
+            self.tails[class] = prev;
         }
     }
 
     fn attach_head(&mut self, idx: u32) {
-        let old = self.head;
+        let class = usize::from(self.entry(idx).class);
+        let old = self.heads[class];
         {
             let e = self.entry_mut(idx);
             e.prev = NIL;
@@ -141,14 +156,14 @@ impl Shard {
         if old != NIL {
             self.entry_mut(old).prev = idx;
         } else {
-            self.tail = idx;
+            self.tails[class] = idx;
         }
-        self.head = idx;
+        self.heads[class] = idx;
     }
 
-    /// Moves an item to the most-recently-used end.
+    /// Moves an item to the most-recently-used end of its class.
     pub fn touch_lru(&mut self, idx: u32) {
-        if self.head != idx {
+        if self.heads[usize::from(self.entry(idx).class)] != idx {
             self.detach(idx);
             self.attach_head(idx);
         }
@@ -156,12 +171,12 @@ impl Shard {
 
     /// memcached's size for an item of this shard (for the per-class tallies).
     fn size_of(&self, e: &Entry) -> u64 {
-        item_bytes(e.key.len(), e.flags, e.data.len(), self.use_cas) as u64
+        item_bytes(e.key().len(), e.flags, e.data_len(), self.use_cas) as u64
     }
 
-    /// Adds an item (its key must not be present); returns its slot and its charge.
+    /// Adds an item (its key must not be present); returns its slot and its index bytes.
     pub fn insert(&mut self, entry: Entry) -> (u32, usize) {
-        let charge = entry.charge as usize;
+        let charge = index_bytes(entry.chunks());
         let size = self.size_of(&entry);
         let c = &mut self.classes[usize::from(entry.class)];
         c.items += 1;
@@ -187,11 +202,11 @@ impl Shard {
             });
         self.attach_head(idx);
         self.len += 1;
-        self.bytes += charge;
+        self.index_bytes += charge;
         (idx, charge)
     }
 
-    /// Removes an item; returns it and the charge it had.
+    /// Removes an item; returns it and its index bytes.
     pub fn remove(&mut self, idx: u32) -> (Entry, usize) {
         self.detach(idx);
         let hash = self.entry(idx).hash;
@@ -211,20 +226,20 @@ impl Shard {
         let Slot::Used(entry) = slot else {
             unreachable!("removed a free slot")
         };
-        let charge = entry.charge as usize;
+        let charge = index_bytes(entry.chunks());
         let size = self.size_of(&entry);
         self.len -= 1;
-        self.bytes -= charge;
+        self.index_bytes -= charge;
         let c = &mut self.classes[usize::from(entry.class)];
         c.items -= 1;
         c.bytes -= size;
         (entry, charge)
     }
 
-    /// Calls `f` on the items from the most recently used on, until it returns false;
-    /// returns false when `f` did.
-    pub fn for_each_recent_first(&self, f: &mut impl FnMut(&Entry) -> bool) -> bool {
-        let mut at = self.head;
+    /// Calls `f` on the items of `class` from the most recently used on, until it returns
+    /// false; returns false when `f` did.
+    pub fn for_each_recent_first(&self, class: u8, f: &mut impl FnMut(&Entry) -> bool) -> bool {
+        let mut at = self.heads[usize::from(class)];
         while at != NIL {
             let e = self.entry(at);
             if !f(e) {
@@ -235,17 +250,13 @@ impl Shard {
         true
     }
 
-    /// Calls `f` on up to `limit` items from the least recently used on.
-    pub fn for_each_oldest_first(&self, limit: usize, mut f: impl FnMut(&Entry)) {
-        let mut at = self.tail;
-        for _ in 0..limit {
-            if at == NIL {
-                return;
-            }
-            let e = self.entry(at);
-            f(e);
-            at = e.prev;
-        }
+    /// The last access time of each class's least recently used item (`None`: no item).
+    pub fn tail_times(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
+        self.tails
+            .iter()
+            .enumerate()
+            .filter(|&(_, &t)| t != NIL)
+            .map(|(c, &t)| (c, self.entry(t).time))
     }
 
     /// Calls `f` on every used slot.
@@ -288,54 +299,51 @@ impl Shard {
 
 #[cfg(test)]
 mod tests {
+    use super::super::classes::SizeClasses;
+    use super::super::slab::{Slabs, PAGE_BYTES};
     use super::*;
-    use std::sync::Arc;
 
-    fn entry(key: &[u8], hash: u64) -> Entry {
-        Entry {
-            key: key.into(),
-            data: Arc::from(&b"v\r\n"[..]),
-            hash,
-            cas: 0,
-            flags: 0,
-            exptime: 0,
-            time: 0,
-            bits: 0,
-            class: 1,
-            charge: 100,
-            prev: NIL,
-            next: NIL,
-        }
+    fn entry(slabs: &Slabs, key: &[u8], hash: u64) -> Entry {
+        let chunk = slabs.pop(1).expect("a chunk of class 1");
+        let mut e = Entry::filled(vec![chunk], key, &[b"v\r\n"], 1);
+        e.hash = hash;
+        e
     }
 
     #[test]
     fn a_slot_is_the_size_of_its_entry() {
-        // entry::footprint_bytes charges an item size_of::<Entry>() for its slot.
+        // entry::index_bytes charges an item size_of::<Entry>() for its slot.
         assert_eq!(std::mem::size_of::<Slot>(), std::mem::size_of::<Entry>());
     }
 
     #[test]
     fn lru_order_and_reuse() {
+        let slabs = Slabs::new(SizeClasses::default(), PAGE_BYTES);
+        assert!(slabs.add_page(1, || true));
         let mut s = Shard::default();
-        let (a, _) = s.insert(entry(b"a", 1));
-        let (b, _) = s.insert(entry(b"b", 2));
-        let (c, _) = s.insert(entry(b"c", 1));
-        assert_eq!(s.tail(), Some(a));
+        let (a, _) = s.insert(entry(&slabs, b"a", 1));
+        let (b, _) = s.insert(entry(&slabs, b"b", 2));
+        let (c, _) = s.insert(entry(&slabs, b"c", 1));
+        assert_eq!(s.tail(1), Some(a));
+        assert_eq!(s.tail(2), None);
         s.touch_lru(a);
-        assert_eq!(s.tail(), Some(b));
+        assert_eq!(s.tail(1), Some(b));
         assert_eq!(s.find(1, b"c"), Some(c));
         let (e, _) = s.remove(b);
-        assert_eq!(&*e.key, b"b");
-        assert_eq!(s.tail(), Some(c));
+        assert_eq!(e.key(), b"b");
+        assert_eq!(e.data(), Some(&b"v\r\n"[..]));
+        e.into_chunks().for_each(|c| slabs.free(c));
+        assert_eq!(s.tail(1), Some(c));
         assert_eq!(s.find(2, b"b"), None);
-        let (d, _) = s.insert(entry(b"d", 3));
+        let (d, _) = s.insert(entry(&slabs, b"d", 3));
         assert_eq!(d, b, "freed slot is reused");
         assert_eq!(s.len(), 3);
-        s.remove(a);
-        s.remove(c);
-        s.remove(d);
-        assert_eq!(s.bytes(), 0);
+        for i in [a, c, d] {
+            s.remove(i).0.into_chunks().for_each(|c| slabs.free(c));
+        }
+        assert_eq!(s.index_bytes(), 0);
         assert!(s.is_empty());
-        assert_eq!(s.tail(), None);
+        assert_eq!(s.tail(1), None);
+        assert_eq!(slabs.usage(1).used_chunks, 0);
     }
 }

@@ -1,0 +1,313 @@
+//! Making room: chunks for a new item (a free one, a new page within `-m`, or an evicted
+//! item's), eviction when the index bytes take the total over `-m`, and the rebalancer
+//! that moves pages between classes. The lock rules are the store's ([`super`]): a
+//! thread that holds its shard lock only *tries* the others.
+
+use std::sync::atomic::Ordering;
+
+use super::entry::{index_bytes, FETCHED};
+use super::shard::Shard;
+use super::slab::{Chunk, PAGE_BYTES};
+use super::{classes, fatal, Locked, OutOfMemory, Store, SHARDS};
+use crate::stats::bump;
+
+/// What is left of an item once it is unlinked and its chunks are free.
+pub(super) struct Gone {
+    pub class: u8,
+    pub time: u32,
+    pub exptime: u32,
+    pub bits: u8,
+}
+
+impl Store {
+    /// Unlinks an item from `shard`, gives its chunks back and uncharges its index bytes.
+    pub(super) fn take(&self, shard: &mut Shard, idx: u32) -> Gone {
+        let (e, index) = shard.remove(idx);
+        self.used_bytes.fetch_sub(index, Ordering::Relaxed);
+        let gone = Gone {
+            class: e.class,
+            time: e.time,
+            exptime: e.exptime,
+            bits: e.bits,
+        };
+        for c in e.into_chunks() {
+            self.slabs.free(c);
+        }
+        gone
+    }
+
+    /// The classes of the chunks an item takes: one chunk of its class, or, above the
+    /// largest chunk, largest chunks and one chunk for the rest (memcached's chained items).
+    pub(super) fn chunk_plan(&self, key_len: usize, flags: u32, data_len: usize) -> Vec<u8> {
+        let classes = &self.config.classes;
+        let size = classes::item_bytes(key_len, flags, data_len, self.config.use_cas);
+        let largest = classes.len();
+        let max = classes.chunk_size(largest);
+        if size <= max {
+            return vec![classes.class_of(size)];
+        }
+        let stored = key_len + data_len;
+        let mut plan = vec![largest as u8; stored / max];
+        if stored % max != 0 {
+            plan.push(classes.class_of(stored % max));
+        }
+        plan
+    }
+
+    /// How many whole pages the chunks of `plan` fill at least (an item that needs more
+    /// than `-m` holds can never be stored).
+    pub(super) fn plan_pages(&self, plan: &[u8]) -> usize {
+        let classes = &self.config.classes;
+        let mut pages = 0;
+        let mut i = 0;
+        while i < plan.len() {
+            let class = plan[i];
+            let n = plan[i..].iter().take_while(|&&c| c == class).count();
+            let per_page = (PAGE_BYTES / classes.chunk_size(usize::from(class))).max(1);
+            pages += n.div_ceil(per_page);
+            i += n;
+        }
+        pages
+    }
+
+    /// Whether an item of these sizes can be linked now without evicting anything: a chunk
+    /// or a page within `-m` for each of its chunks, and room for its index bytes.
+    pub(super) fn fits_now(&self, key_len: usize, flags: u32, data_len: usize) -> bool {
+        let plan = self.chunk_plan(key_len, flags, data_len);
+        let mut pages = 0;
+        for &class in &plan {
+            if !self.slabs.has_free(class) {
+                pages += 1;
+            }
+        }
+        let need = pages * PAGE_BYTES + index_bytes(plan.len());
+        self.used_bytes() + need <= self.limit_bytes() && (pages == 0 || self.slabs.has_page_left())
+    }
+
+    /// Gives `class` a new page if that keeps the total within `-m`.
+    fn try_add_page(&self, class: u8) -> bool {
+        // Checked and counted under the page table's lock, so two stores cannot both take
+        // the last page; index bytes may still grow meanwhile (they are evicted after).
+        self.slabs.add_page(class, || {
+            if self.used_bytes() + PAGE_BYTES > self.limit_bytes() {
+                return false;
+            }
+            self.used_bytes.fetch_add(PAGE_BYTES, Ordering::Relaxed);
+            true
+        })
+    }
+
+    /// Evicts one item of `class` from a shard other than `except` whose lock is free
+    /// (never waiting: the caller holds `except`'s lock). False when none was found.
+    fn evict_class_elsewhere(&self, class: u8, except: usize) -> bool {
+        let start = self.evict_cursor.fetch_add(1, Ordering::Relaxed);
+        for k in 0..SHARDS {
+            let i = (start + k) % SHARDS;
+            if i == except {
+                continue;
+            }
+            let Some(mut shard) = self.try_lock_shard(i) else {
+                continue;
+            };
+            if let Some(tail) = shard.tail(class) {
+                self.evict(&mut shard, tail, self.clock.now());
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Frees memory, shard after shard, until the byte count is back under the limit or
+    /// nothing is left to evict. Call with no shard locked.
+    pub fn evict_elsewhere(&self) {
+        self.evict_from_others(None);
+    }
+
+    /// [`Store::evict_elsewhere`] sparing shard `except` (the one an operation just linked
+    /// into: it had nothing else to give, so its oldest item is the new one itself).
+    pub(super) fn evict_from_others(&self, except: Option<usize>) {
+        if !self.config.evictions {
+            // `-M`: an item acknowledged with STORED stays until deleted, expired or flushed.
+            return;
+        }
+        let start = self.evict_cursor.fetch_add(1, Ordering::Relaxed);
+        for k in 0..SHARDS {
+            if self.used_bytes() <= self.limit_bytes() {
+                return;
+            }
+            let i = (start + k) % SHARDS;
+            if Some(i) == except {
+                continue;
+            }
+            let mut shard = self.lock_shard(i);
+            while self.used_bytes() > self.limit_bytes() {
+                let Some(tail) = shard.oldest_tail() else {
+                    break;
+                };
+                self.evict(&mut shard, tail, self.clock.now());
+            }
+        }
+    }
+
+    pub(super) fn evict(&self, shard: &mut Shard, idx: u32, now: u32) {
+        let e = self.take(shard, idx);
+        bump(&self.stats.evictions);
+        let c = &mut shard.classes[usize::from(e.class)];
+        c.evicted += 1;
+        c.evicted_time = now.saturating_sub(e.time);
+        if e.exptime != 0 {
+            c.evicted_nonzero += 1;
+        }
+        if e.bits & FETCHED == 0 {
+            bump(&self.stats.evicted_unfetched);
+            c.evicted_unfetched += 1;
+        }
+    }
+
+    /// Notes that `class` needed a page and found none.
+    fn note_starved(&self, class: u8) {
+        let mut s = fatal::lock(&self.starved, "starved classes");
+        if !s.contains(&class) {
+            s.push(class);
+        }
+    }
+
+    /// memcached's slab rebalancer, run by the sweeper with no lock held: for each class
+    /// that found no page since the last run, takes one page from the class with the most
+    /// pages. With evictions, the items of one of that class's pages are evicted first;
+    /// under `-M` only a page whose chunks are all free moves (nothing acknowledged is
+    /// dropped). A page freed while a store refills it from the same class is not moved
+    /// this time. Returns how many pages moved.
+    pub fn rebalance(&self) -> usize {
+        let starved = std::mem::take(&mut *fatal::lock(&self.starved, "starved classes"));
+        let mut moved = 0;
+        for class in starved {
+            let Some(victim) = (1..=self.config.classes.len() as u8)
+                .filter(|&v| v != class)
+                .max_by_key(|&v| self.slabs.usage(v).pages)
+                .filter(|&v| self.slabs.usage(v).pages > 0)
+            else {
+                continue;
+            };
+            let freed = self.slabs.release_free_page(victim)
+                || (self.config.evictions && {
+                    self.evict_page_of(victim);
+                    self.slabs.release_free_page(victim)
+                });
+            if !freed {
+                continue;
+            }
+            self.used_bytes.fetch_sub(PAGE_BYTES, Ordering::Relaxed);
+            moved += 1;
+            bump(&self.stats.slabs_moved);
+        }
+        moved
+    }
+
+    /// Evicts every item with a chunk in one page of `class` (the page of the first item of
+    /// the class found), shard after shard, one lock at a time.
+    fn evict_page_of(&self, class: u8) {
+        let mut page = None;
+        for i in 0..SHARDS {
+            let mut shard = self.lock_shard(i);
+            if page.is_none() {
+                let Some(t) = shard.tail(class) else {
+                    continue;
+                };
+                page = Some(self.slabs.page_of(&shard.entry(t).first));
+            }
+            let Some(p) = page else { continue };
+            let mut doomed = Vec::new();
+            shard.for_each(|idx, e| {
+                let in_page = |c: &Chunk| self.slabs.page_of(c) == p;
+                if in_page(&e.first) || e.rest.as_ref().is_some_and(|r| r.iter().any(in_page)) {
+                    doomed.push(idx);
+                }
+            });
+            let now = self.clock.now();
+            for idx in doomed {
+                self.evict(&mut shard, idx, now);
+            }
+        }
+    }
+}
+
+impl Locked<'_> {
+    /// The chunks of `plan`, or none: each from [`Locked::alloc_chunk`].
+    pub(super) fn alloc_chunks(
+        &mut self,
+        plan: &[u8],
+        keep: Option<u32>,
+    ) -> Result<Vec<Chunk>, OutOfMemory> {
+        let mut chunks = Vec::with_capacity(plan.len());
+        for &class in plan {
+            match self.alloc_chunk(class, keep) {
+                Ok(c) => chunks.push(c),
+                Err(e) => {
+                    for c in chunks {
+                        self.store.slabs.free(c);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(chunks)
+    }
+
+    /// A chunk of `class`: a free one; else a new page within `-m`; else (with evictions)
+    /// the chunk of the class's least recently used item in this shard (never `keep`), or in
+    /// another shard whose lock is free. Each eviction frees at least one chunk of the class
+    /// (an item's first chunk is of its class), so this ends.
+    fn alloc_chunk(&mut self, class: u8, keep: Option<u32>) -> Result<Chunk, OutOfMemory> {
+        let store = self.store;
+        loop {
+            if let Some(c) = store.slabs.pop(class) {
+                return Ok(c);
+            }
+            if store.try_add_page(class) {
+                continue;
+            }
+            if !store.config.evictions {
+                store.note_starved(class);
+                return Err(OutOfMemory);
+            }
+            match self.sh().tail(class) {
+                Some(t) if Some(t) != keep => {
+                    let now = self.now;
+                    store.evict(self.sh_mut(), t, now);
+                    continue;
+                }
+                _ => {}
+            }
+            if store.evict_class_elsewhere(class, self.index) {
+                continue;
+            }
+            if !store.slabs.has_free(class) {
+                store.note_starved(class);
+            }
+            return Err(OutOfMemory);
+        }
+    }
+
+    /// After linking `new`: while the total is over `-m` (its index bytes), evicts this
+    /// shard's least recently used items (never `new`); what this shard cannot give is
+    /// taken from the others after its lock is released (`shortfall`).
+    pub(super) fn fit_index_bytes(&mut self, new: u32) {
+        let store = self.store;
+        if !store.config.evictions {
+            return;
+        }
+        while store.used_bytes() > store.limit_bytes() {
+            match self.sh().oldest_tail() {
+                Some(t) if t != new => {
+                    let now = self.now;
+                    store.evict(self.sh_mut(), t, now);
+                }
+                _ => {
+                    self.shortfall = store.used_bytes().saturating_sub(store.limit_bytes());
+                    return;
+                }
+            }
+        }
+    }
+}

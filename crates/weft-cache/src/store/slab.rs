@@ -1,0 +1,420 @@
+//! Store-owned memory for items, memcached's slab allocator: one reservation of address
+//! space cut into 1 MiB pages; a page is given to one size class and cut into that class's
+//! chunks; an item's key and data live in chunks of its class (an item larger than the
+//! largest chunk is chained through largest chunks plus one chunk for the rest, as memcached
+//! chains it). A page, once given to a class, stays with it until the rebalancer moves it
+//! ([`Slabs::drain_page`]); freed chunks go back to their class's free list.
+//!
+//! Why: every chunk lives in pages the store counts against `-m`, so the memory the items
+//! take is the pages, whatever the allocator does and however many processors allocate
+//! (glibc's per-thread arenas hold each one's free holes apart: 1.34–1.46 × `-m` at `-t 4`
+//! with the items in malloc'd buffers, `docs/notes/memcached-dropin.md`).
+//!
+//! Invariants:
+//! - A chunk is owned by exactly one [`Chunk`] value or is free (on its class's free list,
+//!   or past the class's carve point in its newest page); never both. Only the owner reads
+//!   or writes its bytes (`&Chunk` reads, `&mut Chunk` writes); the free list's links are
+//!   written only into free chunks, under the class's lock.
+//! - Pages are never unmapped while the `Slabs` lives, so a chunk's memory outlives every
+//!   `Chunk` (the store drops its items before its `Slabs`: [`super::Store`]'s field order).
+//! - Locks here are leaves: a class's lock and the page table's lock are taken alone or
+//!   under one shard lock, never while waiting for anything else, and never both at once.
+
+use std::ptr::NonNull;
+use std::sync::Mutex;
+
+use super::classes::SizeClasses;
+
+/// memcached's `settings.slab_page_size`.
+pub const PAGE_BYTES: usize = 1024 * 1024;
+
+/// Address space reserved for pages: the larger of twice `-m` and this (only touched pages
+/// take memory; `cache_memlimit` can raise `-m` up to what was reserved).
+const MIN_RESERVE_BYTES: usize = 4 << 30;
+
+/// One chunk of a page, owned like a `Box` without `Drop`: give it back with
+/// [`Slabs::free`].
+#[derive(Debug)]
+pub struct Chunk {
+    ptr: NonNull<u8>,
+    /// The chunk's size in bytes.
+    cap: u32,
+    /// The class (1-based) whose page it is in.
+    class: u8,
+}
+
+// SAFETY: a `Chunk` is the only handle to its bytes (see the module's invariants), like a
+// `Box<[u8]>`, so moving it to another thread or sharing `&Chunk` (read-only) is sound.
+unsafe impl Send for Chunk {}
+// SAFETY: as above; `&Chunk` only reads.
+unsafe impl Sync for Chunk {}
+
+impl Chunk {
+    pub fn cap(&self) -> usize {
+        self.cap as usize
+    }
+
+    pub fn class(&self) -> u8 {
+        self.class
+    }
+
+    /// The chunk's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr..ptr+cap` lies inside one page of the reservation, which stays
+        // mapped while any `Chunk` lives; the mapping is anonymous, so every byte is
+        // initialised (zero or written); this `Chunk` is its only owner and writes need
+        // `&mut self`, so nothing writes it while this borrow lives.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.cap()) }
+    }
+
+    /// The chunk's bytes, to write.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`, and `&mut self` makes this the only access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.cap()) }
+    }
+}
+
+/// A class's chunks: the free list and the carve point of its newest page.
+#[derive(Debug, Default)]
+struct ClassPool {
+    /// First free chunk; each free chunk's first 8 bytes hold the next one's address.
+    free_head: Option<NonNull<u8>>,
+    free_count: usize,
+    /// Next never-used chunk of the newest page and how many are left after it (memcached's
+    /// `free_chunks_end`): a page is carved as it is used, so its memory is touched only then.
+    carve: Option<NonNull<u8>>,
+    carve_left: usize,
+    /// Pages given to this class.
+    pages: usize,
+    /// Chunks handed out and not given back.
+    used: usize,
+}
+
+// SAFETY: the pointers are into the reservation and are only followed under the pool's lock.
+unsafe impl Send for ClassPool {}
+
+/// Per-class figures for `stats slabs`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClassUsage {
+    pub pages: usize,
+    pub used_chunks: usize,
+    pub free_chunks: usize,
+    /// Chunks not yet carved from the newest page.
+    pub free_chunks_end: usize,
+}
+
+/// The page table.
+#[derive(Debug)]
+struct Pages {
+    /// Pages carved from the reservation so far (the next new page is this one).
+    carved: usize,
+    /// Pages given back by the rebalancer, to reuse first.
+    free: Vec<usize>,
+    /// Pages given to classes.
+    assigned: usize,
+}
+
+/// The store's memory: the reservation, the page table and one pool per class.
+pub struct Slabs {
+    base: NonNull<u8>,
+    reserved_pages: usize,
+    classes: SizeClasses,
+    /// Index `id - 1` for class `id`.
+    pools: Box<[Mutex<ClassPool>]>,
+    pages: Mutex<Pages>,
+}
+
+// SAFETY: `base` is the reservation, shared read-only; everything mutable is behind the
+// mutexes.
+unsafe impl Send for Slabs {}
+// SAFETY: as above.
+unsafe impl Sync for Slabs {}
+
+impl std::fmt::Debug for Slabs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slabs")
+            .field("reserved_pages", &self.reserved_pages)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Slabs {
+    /// Reserves address space for `limit_bytes` (at least [`MIN_RESERVE_BYTES`]); nothing
+    /// is touched yet.
+    pub fn new(classes: SizeClasses, limit_bytes: usize) -> Slabs {
+        let want = limit_bytes.saturating_mul(2).max(MIN_RESERVE_BYTES);
+        let reserved_pages = want.div_ceil(PAGE_BYTES);
+        let len = reserved_pages * PAGE_BYTES;
+        // SAFETY: an anonymous private mapping at an address the kernel picks; no existing
+        // memory is affected. MAP_NORESERVE: only touched pages count.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        assert!(
+            p != libc::MAP_FAILED,
+            "cannot reserve {} MiB of address space for the item pages: {} \
+             (vm.overcommit_memory=2 refuses it; use a smaller -m)",
+            len >> 20,
+            std::io::Error::last_os_error()
+        );
+        let pools = (0..classes.len())
+            .map(|_| Mutex::new(ClassPool::default()))
+            .collect();
+        Slabs {
+            base: NonNull::new(p.cast()).expect("mmap returned a non-null address"),
+            reserved_pages,
+            classes,
+            pools,
+            pages: Mutex::new(Pages {
+                carved: 0,
+                free: Vec::new(),
+                assigned: 0,
+            }),
+        }
+    }
+
+    pub fn classes(&self) -> &SizeClasses {
+        &self.classes
+    }
+
+    fn pool(&self, class: u8) -> std::sync::MutexGuard<'_, ClassPool> {
+        crate::fatal::lock(&self.pools[usize::from(class) - 1], "slab class")
+    }
+
+    /// A free chunk of `class`, if it has one (no new page).
+    pub fn pop(&self, class: u8) -> Option<Chunk> {
+        let mut p = self.pool(class);
+        let cap = self.classes.chunk_size(usize::from(class));
+        let ptr = if let Some(head) = p.free_head {
+            // SAFETY: `head` is a free chunk of this class (module invariant), 8-byte
+            // aligned (pages are page-aligned, chunk sizes multiples of 8) and at least 8
+            // bytes long; its first 8 bytes were written by `free` under this lock.
+            let next = unsafe { head.as_ptr().cast::<*mut u8>().read() };
+            p.free_head = NonNull::new(next);
+            p.free_count -= 1;
+            head
+        } else if p.carve_left > 0 {
+            let at = p.carve.expect("carve_left > 0 has a carve point");
+            p.carve_left -= 1;
+            // SAFETY: `at + cap` is still inside the newest page (`carve_left` counts the
+            // whole chunks left after `at`), so the sum stays in the reservation.
+            p.carve = NonNull::new(unsafe { at.as_ptr().add(cap) });
+            at
+        } else {
+            return None;
+        };
+        p.used += 1;
+        Some(Chunk {
+            ptr,
+            cap: cap as u32,
+            class,
+        })
+    }
+
+    /// Gives `class` one more page (a freed one first), if the reservation has one and
+    /// `admit` (called under the page table's lock, so page by page) agrees. Its chunks are
+    /// carved as they are used.
+    pub fn add_page(&self, class: u8, admit: impl FnOnce() -> bool) -> bool {
+        let page = {
+            let mut pages = crate::fatal::lock(&self.pages, "slab pages");
+            if pages.free.is_empty() && pages.carved == self.reserved_pages || !admit() {
+                return false;
+            }
+            let page = match pages.free.pop() {
+                Some(page) => page,
+                None => {
+                    pages.carved += 1;
+                    pages.carved - 1
+                }
+            };
+            pages.assigned += 1;
+            page
+        };
+        let cap = self.classes.chunk_size(usize::from(class));
+        let mut p = self.pool(class);
+        // The rest of the previous page's carve goes on the free list first.
+        while p.carve_left > 0 {
+            let c = Self::carve_one(&mut p, cap);
+            Self::push_free(&mut p, c);
+        }
+        // SAFETY: `page < reserved_pages`, so the page lies inside the reservation.
+        p.carve = NonNull::new(unsafe { self.base.as_ptr().add(page * PAGE_BYTES) });
+        p.carve_left = (PAGE_BYTES / cap).max(1);
+        p.pages += 1;
+        true
+    }
+
+    fn carve_one(p: &mut ClassPool, cap: usize) -> NonNull<u8> {
+        let at = p.carve.expect("carve_left > 0 has a carve point");
+        p.carve_left -= 1;
+        // SAFETY: as in `pop`.
+        p.carve = NonNull::new(unsafe { at.as_ptr().add(cap) });
+        at
+    }
+
+    fn push_free(p: &mut ClassPool, chunk: NonNull<u8>) {
+        let next = p.free_head.map_or(std::ptr::null_mut(), NonNull::as_ptr);
+        // SAFETY: `chunk` is free (its owner gave it up or it was never handed out), 8-byte
+        // aligned and at least 8 bytes; nothing else touches a free chunk outside this lock.
+        unsafe { chunk.as_ptr().cast::<*mut u8>().write(next) };
+        p.free_head = Some(chunk);
+        p.free_count += 1;
+    }
+
+    /// Gives a chunk back to its class.
+    pub fn free(&self, chunk: Chunk) {
+        let mut p = self.pool(chunk.class);
+        p.used -= 1;
+        Self::push_free(&mut p, chunk.ptr);
+    }
+
+    /// Pages given to classes, in bytes.
+    pub fn page_bytes(&self) -> usize {
+        crate::fatal::lock(&self.pages, "slab pages").assigned * PAGE_BYTES
+    }
+
+    /// Whether a new page is left in the reservation.
+    pub fn has_page_left(&self) -> bool {
+        let pages = crate::fatal::lock(&self.pages, "slab pages");
+        !pages.free.is_empty() || pages.carved < self.reserved_pages
+    }
+
+    /// Whether `class` has a chunk without a new page.
+    pub fn has_free(&self, class: u8) -> bool {
+        let p = self.pool(class);
+        p.free_head.is_some() || p.carve_left > 0
+    }
+
+    /// The figures of class `class` (1-based).
+    pub fn usage(&self, class: u8) -> ClassUsage {
+        let p = self.pool(class);
+        ClassUsage {
+            pages: p.pages,
+            used_chunks: p.used,
+            free_chunks: p.free_count + p.carve_left,
+            free_chunks_end: p.carve_left,
+        }
+    }
+
+    /// The page `chunk` lies in.
+    pub fn page_of(&self, chunk: &Chunk) -> usize {
+        (chunk.ptr.as_ptr() as usize - self.base.as_ptr() as usize) / PAGE_BYTES
+    }
+
+    /// Takes a page from `class` for the rebalancer when every chunk of some page of it is
+    /// free: removes that page's chunks from the free list and the carve, and returns the
+    /// page to the free page list. Returns false when no page of the class is wholly free.
+    pub fn release_free_page(&self, class: u8) -> bool {
+        let cap = self.classes.chunk_size(usize::from(class));
+        let per_page = (PAGE_BYTES / cap).max(1);
+        let mut p = self.pool(class);
+        // Count the free chunks per page (the carve's too).
+        let mut free_per_page = std::collections::HashMap::<usize, usize>::new();
+        let base = self.base.as_ptr() as usize;
+        let page_of = |ptr: NonNull<u8>| (ptr.as_ptr() as usize - base) / PAGE_BYTES;
+        let mut at = p.free_head;
+        while let Some(c) = at {
+            *free_per_page.entry(page_of(c)).or_default() += 1;
+            // SAFETY: `c` is on the free list (as in `pop`).
+            at = NonNull::new(unsafe { c.as_ptr().cast::<*mut u8>().read() });
+        }
+        if let Some(c) = p.carve.filter(|_| p.carve_left > 0) {
+            *free_per_page.entry(page_of(c)).or_default() += p.carve_left;
+        }
+        let Some(page) = free_per_page
+            .iter()
+            .find(|&(_, &n)| n == per_page)
+            .map(|(&page, _)| page)
+        else {
+            return false;
+        };
+        // Unlink that page's chunks from the free list.
+        let mut kept: Option<NonNull<u8>> = None;
+        let mut kept_count = 0;
+        let mut at = p.free_head.take();
+        while let Some(c) = at {
+            // SAFETY: as above.
+            at = NonNull::new(unsafe { c.as_ptr().cast::<*mut u8>().read() });
+            if page_of(c) != page {
+                let next = kept.map_or(std::ptr::null_mut(), NonNull::as_ptr);
+                // SAFETY: `c` is free, aligned and long enough (as in `push_free`).
+                unsafe { c.as_ptr().cast::<*mut u8>().write(next) };
+                kept = Some(c);
+                kept_count += 1;
+            }
+        }
+        p.free_head = kept;
+        p.free_count = kept_count;
+        if p.carve
+            .is_some_and(|c| p.carve_left > 0 && page_of(c) == page)
+        {
+            p.carve_left = 0;
+            p.carve = None;
+        }
+        p.pages -= 1;
+        drop(p);
+        // The page's memory goes back to the kernel until it is used again.
+        // SAFETY: the page is inside the reservation and no chunk of it is owned (all were
+        // free and are now off the free list), so nothing reads it meanwhile; MADV_DONTNEED
+        // on a private anonymous mapping makes it read as zeros afterwards.
+        unsafe {
+            libc::madvise(
+                self.base.as_ptr().add(page * PAGE_BYTES).cast(),
+                PAGE_BYTES,
+                libc::MADV_DONTNEED,
+            );
+        }
+        let mut pages = crate::fatal::lock(&self.pages, "slab pages");
+        pages.assigned -= 1;
+        pages.free.push(page);
+        true
+    }
+}
+
+impl Drop for Slabs {
+    fn drop(&mut self) {
+        // SAFETY: the reservation made in `new`, unmapped once; no `Chunk` outlives the
+        // `Slabs` (module invariant).
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.reserved_pages * PAGE_BYTES);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_are_carved_reused_and_pages_released() {
+        let s = Slabs::new(SizeClasses::default(), 4 * PAGE_BYTES);
+        let class = 39; // 524,288-byte chunks: two per page.
+        assert!(s.pop(class).is_none(), "no page yet");
+        assert!(s.add_page(class, || true));
+        let mut a = s.pop(class).unwrap();
+        let b = s.pop(class).unwrap();
+        assert!(s.pop(class).is_none(), "a page holds two");
+        a.bytes_mut()[..3].copy_from_slice(b"abc");
+        assert_eq!(&a.bytes()[..3], b"abc");
+        assert_eq!(s.usage(class).used_chunks, 2);
+        assert!(!s.release_free_page(class), "its chunks are in use");
+        s.free(a);
+        s.free(b);
+        assert_eq!(s.usage(class).free_chunks, 2);
+        assert!(s.release_free_page(class));
+        assert_eq!(s.page_bytes(), 0);
+        assert!(s.pop(class).is_none());
+        assert!(!s.add_page(1, || false), "refused by the budget");
+        assert!(s.add_page(1, || true), "the freed page is reused");
+        let c = s.pop(1).unwrap();
+        assert_eq!(c.bytes()[..3], [0, 0, 0], "released pages read as zeros");
+        s.free(c);
+    }
+}
