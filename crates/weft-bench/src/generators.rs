@@ -201,8 +201,10 @@ pub fn start_memcached_like(
     Ok((server, port))
 }
 
+/// memcached for memcaslap and the open-loop cross-check, with `-c` room for the thesis's
+/// 15,360 connections whichever the run uses.
 fn start_memcached(mc: &Path, work: &Path) -> anyhow::Result<(Running, u16)> {
-    start_memcached_like("memcached", mc, &[], work, 0)
+    start_memcached_like("memcached", mc, &[], work, 15_360)
 }
 
 /// Raises this process's soft `RLIMIT_NOFILE` to its hard limit (the servers and generators

@@ -1,7 +1,7 @@
 //! `weft memcached`: the memcached-compatible cache server, accepting memcached 1.6.18's whole
 //! command line so an operator can swap the binaries: the flags weft has a behaviour for set
-//! it, the slab-allocator tuning ones are accepted with a `-v` line saying why they have no
-//! effect, and only what would silently weaken a deployment (UDP, SASL, TLS, the binary
+//! it, the tuning ones weft has no behaviour for are accepted with a `-v` line saying why
+//! they have no effect, and only what would silently weaken a deployment (UDP, SASL, TLS, the binary
 //! protocol) is refused by name.
 
 use std::path::PathBuf;
@@ -37,10 +37,9 @@ What memcached's flags do in weft:
   -Y <file>    ASCII authentication (`set <key> 0 0 <n>` with `user pass`), user:pass lines
   -B ascii|auto  the text protocol (`binary` is refused: weft has no binary protocol)
   -k -r        mlockall(2), and the core file size limit raised to its maximum
-  -f -n        no effect on memory: weft allocates each item at its own size; they name
-               the size classes that `stats items`, `stats slabs`, `stats cachedump`
-               and `me` report, as memcached's slab classes would be
-  -L -e -N     accepted, no effect (no large-page slabs, no memory file, no NAPI ids)
+  -f -n        the chunk sizes of the slab classes whose 1 MiB pages hold the items,
+               as memcached's
+  -L -e -N     accepted, no effect (ordinary pages, no memory file, no NAPI ids)
   -S -Z        refused: SASL needs the binary protocol; weft serves no TLS
   -o <opts>    every memcached 1.6.18 option is accepted; honoured: hashpower,
                idle_timeout, lru_crawler, no_lru_crawler, lru_crawler_tocrawl,
@@ -51,6 +50,8 @@ What memcached's flags do in weft:
 #[derive(Debug, Args)]
 #[command(
     disable_version_flag = true,
+    // memcached takes the last of a repeated flag (`-t 2 -t 1` runs one thread).
+    args_override_self = true,
     about = "A memcached-compatible cache server (text and meta protocol of memcached 1.6)",
     after_help = AFTER_HELP
 )]
@@ -133,11 +134,11 @@ pub struct MemcachedArgs {
     #[arg(short = 'k', long = "lock-memory")]
     lock_memory: bool,
 
-    /// Slab growth factor: names the size classes weft reports (no effect on memory).
+    /// Slab growth factor: the chunk sizes of the slab classes.
     #[arg(short = 'f', long = "slab-growth-factor", default_value_t = 1.25)]
     slab_growth_factor: f64,
 
-    /// Minimum space for key+value+flags of the smallest size class (reported classes only).
+    /// Minimum space for key+value+flags of the smallest size class.
     #[arg(short = 'n', long = "slab-min-size", default_value_t = 48)]
     slab_min_size: usize,
 
@@ -325,7 +326,7 @@ fn load_auth_file(path: &std::path::Path) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8
 
 impl MemcachedArgs {
     /// The server settings, and the `-v` lines about flags that have no effect in weft.
-    fn settings(&self) -> anyhow::Result<(Settings, Vec<String>)> {
+    pub(super) fn settings(&self) -> anyhow::Result<(Settings, Vec<String>)> {
         if self.udp_port != 0 {
             bail!(
                 "weft memcached does not serve UDP (-U {}); start it with -U 0",
@@ -427,18 +428,8 @@ impl MemcachedArgs {
         };
         let mut notes = Vec::new();
         let mut note = |flag: String, why: &str| notes.push(format!("{flag}: no effect: {why}"));
-        if self.slab_growth_factor != 1.25 || self.slab_min_size != 48 {
-            note(
-                format!("-f {} -n {}", self.slab_growth_factor, self.slab_min_size),
-                "weft allocates each item at its own size; they only name the size classes \
-                 that stats items/slabs/cachedump and me report",
-            );
-        }
         if self.large_pages {
-            note(
-                "-L".into(),
-                "weft has no slab pages to back with large pages",
-            );
+            note("-L".into(), "weft maps its slab pages as ordinary pages");
         }
         if let Some(file) = &self.memory_file {
             note(

@@ -13,8 +13,8 @@ pub(crate) enum Extended {
     Inert(&'static str),
 }
 
-const NO_SLABS: &str = "weft has no slab pages to move or resize: each item is allocated at \
-                        its own size and charged against -m";
+const REBALANCER: &str = "weft's rebalancer always runs: it moves a page from the class with \
+                          the most pages to a class that found none";
 const NO_SEGMENTED_LRU: &str =
     "weft keeps one LRU per shard, not memcached's HOT/WARM/COLD segments";
 const NO_EXTSTORE: &str = "weft keeps every item in memory (no external storage)";
@@ -113,12 +113,10 @@ pub(crate) fn extended_option(s: &mut Settings, item: &str) -> Result<Extended, 
             Honoured
         }
         "no_hashexpand" => Inert("weft's hash tables always grow with the items"),
-        "slab_reassign" | "no_slab_reassign" | "no_slab_automove" | "no_chunked_items" => {
-            Inert(NO_SLABS)
-        }
-        "slab_automove" | "slab_automove_ratio" | "slab_automove_window" | "slab_sizes" => {
-            Inert(NO_SLABS)
-        }
+        "slab_reassign" | "no_slab_reassign" | "no_slab_automove" => Inert(REBALANCER),
+        "slab_automove" | "slab_automove_ratio" | "slab_automove_window" => Inert(REBALANCER),
+        "no_chunked_items" => Inert("weft always chains items larger than slab_chunk_max"),
+        "slab_sizes" => Inert("weft's classes come from -f, -n and slab_chunk_max"),
         "tail_repair_time" => {
             if number::<u32>(name, value)? < 10 {
                 return Err("Cannot set tail_repair_time to less than 10 seconds".into());
@@ -219,3 +217,55 @@ pub(crate) fn extended_option(s: &mut Settings, item: &str) -> Result<Extended, 
 /// `-o hashpower` pre-sizes the tables for at most 2^this items (2^26: 128 MiB of control
 /// bytes touched at start); a larger value still starts, with tables that grow.
 pub(crate) const HASHPOWER_PRESIZE_MAX: u8 = 26;
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::memcached::MemcachedArgs;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: MemcachedArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<weft_cache::Settings, String> {
+        // `-u root`: the tests may run as root, which memcached refuses without it.
+        let argv = ["weft", "-u", "root"]
+            .into_iter()
+            .chain(argv.iter().copied());
+        let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        cli.args
+            .settings()
+            .map(|(s, _)| s)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_repeated_flag_takes_its_last_value_as_memcached_does() {
+        let s = parse(&["-t", "2", "-t", "1", "-m", "8", "-m", "16", "-M", "-M"])
+            .expect("repeated flags are accepted");
+        assert_eq!(s.processors, 1);
+        assert_eq!(s.memory_limit_mb, 16);
+        assert!(!s.evictions);
+    }
+
+    #[test]
+    fn repeated_listen_and_extended_options_add_up_as_in_memcached() {
+        let s = parse(&[
+            "-l",
+            "127.0.0.1",
+            "-l",
+            "127.0.0.2",
+            "-o",
+            "hashpower=16",
+            "-o",
+            "idle_timeout=7",
+        ])
+        .unwrap();
+        assert_eq!(s.listen, ["127.0.0.1", "127.0.0.2"]);
+        assert_eq!(s.hashpower, Some(16));
+        assert_eq!(s.idle_timeout_secs, 7);
+    }
+}
