@@ -122,6 +122,7 @@ pub(super) enum StoreResult {
 }
 
 /// An item to store (memcached's freshly allocated `item` before `do_store_item`).
+#[derive(Clone, Copy)]
 pub(super) struct NewItem<'a> {
     pub key: &'a [u8],
     pub hash: u64,
@@ -230,6 +231,26 @@ pub(super) fn do_store(
     }
 }
 
+/// [`do_store`]; when it ran out of memory with evictions on (its class found no chunk and
+/// no page), moves a page to that class ([`crate::store::Store::rebalance`], with the lock
+/// released) and tries once more. Releases the lock.
+pub(super) fn store_or_rebalance(
+    ctx: &Context,
+    mut lk: Locked<'_>,
+    mode: StoreMode,
+    it: NewItem<'_>,
+    now: u32,
+) -> (StoreResult, u64) {
+    let got = do_store(ctx, &mut lk, mode, it);
+    drop(lk);
+    let store = &ctx.store;
+    if got.0 != StoreResult::OutOfMemory || !store.config().evictions || store.rebalance() == 0 {
+        return got;
+    }
+    let mut lk = store.lock(it.hash, now);
+    do_store(ctx, &mut lk, mode, it)
+}
+
 /// `process_update_command` + `complete_nread_ascii`.
 pub(super) fn store(ctx: &Context, out: &mut Output, now: u32, a: StoreArgs<'_>) -> Flow {
     let store = &ctx.store;
@@ -280,8 +301,7 @@ pub(super) fn store(ctx: &Context, out: &mut Output, now: u32, a: StoreArgs<'_>)
         set_stale: false,
         key_binary: false,
     };
-    let (res, _) = do_store(ctx, &mut lk, a.mode, it);
-    drop(lk);
+    let (res, _) = store_or_rebalance(ctx, lk, a.mode, it, now);
     let line = match res {
         StoreResult::Stored => "STORED",
         StoreResult::NotStored => "NOT_STORED",

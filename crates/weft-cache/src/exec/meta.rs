@@ -5,7 +5,7 @@
 use base64::Engine;
 
 use super::classic::{
-    do_add_delta, do_store, Delta, NewItem, StoreResult, OUT_OF_MEMORY, TOO_LARGE,
+    do_add_delta, store_or_rebalance, Delta, NewItem, StoreResult, OUT_OF_MEMORY, TOO_LARGE,
 };
 use super::{Context, Flow};
 use crate::output::Output;
@@ -309,8 +309,7 @@ pub(super) fn mset(
         set_stale: of.set_stale && mode == StoreMode::Cas,
         key_binary: of.key_binary,
     };
-    let (res, cas) = do_store(ctx, &mut lk, mode, it);
-    drop(lk);
+    let (res, cas) = store_or_rebalance(ctx, lk, mode, it, now);
     let mark = out.mark();
     out.push(match res {
         StoreResult::Stored => b"HD",

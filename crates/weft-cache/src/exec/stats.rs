@@ -338,8 +338,8 @@ fn settings(ctx: &Context, out: &mut Output) {
 /// `stats cachedump <class> <limit>`: the items of one size class, most recently used first,
 /// as `ITEM <key> [<bytes> b; <expiry as a Unix time, 0 for none> s]`, at most `limit` (0 =
 /// all) and at most [`CACHEDUMP_MAX_BYTES`] of lines, like memcached. memcached lists only
-/// its class's COLD LRU, which new items reach after a while; weft has one LRU per shard
-/// and lists every item of the class.
+/// its class's COLD LRU, which new items reach after a while; weft has one LRU per shard and
+/// class (no segments) and lists every item of the class.
 fn cachedump(ctx: &Context, out: &mut Output, t: &Tokens<'_>) {
     if !ctx.settings.dump_enabled {
         out.line("CLIENT_ERROR stats cachedump not allowed");
@@ -396,9 +396,9 @@ fn conns(ctx: &Context, out: &mut Output) {
 }
 
 /// `stats items`: memcached's 28 keys per size class that holds items, from each shard's
-/// per-class tallies. weft has one LRU per shard, so every item counts as COLD
+/// per-class tallies. weft's LRUs have no HOT/WARM segments, so every item counts as COLD
 /// (`number_cold` = `number`, hot/warm 0); `age` is the oldest access among each shard's
-/// [`crate::store::AGE_SCAN_ITEMS`] least recently used items; the LRU-segment counters are 0.
+/// least recently used items of the class; the LRU-segment counters are 0.
 fn items(ctx: &Context, out: &mut Output, now: u32) {
     let (classes, age) = ctx.store.class_counts(now);
     for (id, c) in classes.iter().enumerate().filter(|(_, c)| c.items > 0) {

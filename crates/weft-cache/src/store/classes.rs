@@ -1,8 +1,8 @@
-//! memcached's slab classes, as names for item sizes: weft allocates every item at its own
-//! size, but `stats items`, `stats slabs`, `stats cachedump` and `me` speak of the class an
-//! item would live in under memcached's `-n`, `-f` and `-o slab_chunk_max`, so tools that
-//! walk classes (memcdump) work. Each shard counts its items per class ([`ClassCounts`]),
-//! under its own lock, so these reports need no scan.
+//! memcached's slab classes: the chunk sizes of the store's pages ([`super::slab`]) under
+//! memcached's `-n`, `-f` and `-o slab_chunk_max`; an item lives in the class memcached would
+//! put it in, so `stats items`, `stats slabs`, `stats cachedump` and `me` name the same
+//! classes as memcached and tools that walk classes (memcdump) work. Each shard counts its
+//! items per class ([`ClassCounts`]), under its own lock, so these reports need no scan.
 
 /// memcached's `MAX_NUMBER_OF_SLAB_CLASSES`: class ids are `1..CLASSES`.
 pub const CLASSES: usize = 64;
@@ -55,20 +55,6 @@ impl SizeClasses {
     pub fn class_of(&self, bytes: usize) -> u8 {
         let i = self.sizes.partition_point(|&c| c < bytes);
         (i.min(self.sizes.len() - 1) + 1) as u8
-    }
-
-    /// What memcached's slabs would take for `bytes`: the smallest chunk that holds it;
-    /// above the largest chunk, whole largest chunks plus the smallest chunk that holds the
-    /// rest (memcached chains a large item's data through chunks the same way).
-    pub fn rounded_bytes(&self, bytes: usize) -> usize {
-        let max = self.sizes[self.sizes.len() - 1];
-        let (full, rest) = (bytes / max, bytes % max);
-        let tail = if rest == 0 {
-            0
-        } else {
-            self.chunk_size(usize::from(self.class_of(rest)))
-        };
-        full * max + tail
     }
 
     /// The chunk size of class `id` (1-based).
@@ -136,18 +122,5 @@ mod tests {
         assert_eq!(c.class_of(97), 2);
         assert_eq!(c.class_of(2060), 15);
         assert_eq!(c.class_of(1_048_000), 39);
-    }
-
-    #[test]
-    fn rounded_bytes_is_the_smallest_chunk_or_chained_largest_chunks() {
-        let c = SizeClasses::default();
-        assert_eq!(c.rounded_bytes(1), 96);
-        assert_eq!(c.rounded_bytes(96), 96);
-        assert_eq!(c.rounded_bytes(97), 120);
-        assert_eq!(c.rounded_bytes(394_840), 394_840);
-        assert_eq!(c.rounded_bytes(394_841), 524_288);
-        assert_eq!(c.rounded_bytes(524_288), 524_288);
-        assert_eq!(c.rounded_bytes(524_289), 524_288 + 96);
-        assert_eq!(c.rounded_bytes(2 * 524_288 + 100), 2 * 524_288 + 120);
     }
 }

@@ -84,12 +84,13 @@ impl Store {
         self.used_bytes() + need <= self.limit_bytes() && (pages == 0 || self.slabs.has_page_left())
     }
 
-    /// Gives `class` a new page if that keeps the total within `-m`.
-    fn try_add_page(&self, class: u8) -> bool {
+    /// Gives `class` a new page if that keeps the total within `-m` with `extra` bytes more
+    /// (the index bytes of the item the page is for).
+    fn try_add_page(&self, class: u8, extra: usize) -> bool {
         // Checked and counted under the page table's lock, so two stores cannot both take
         // the last page; index bytes may still grow meanwhile (they are evicted after).
         self.slabs.add_page(class, || {
-            if self.used_bytes() + PAGE_BYTES > self.limit_bytes() {
+            if self.used_bytes() + PAGE_BYTES + extra > self.limit_bytes() {
                 return false;
             }
             self.used_bytes.fetch_add(PAGE_BYTES, Ordering::Relaxed);
@@ -172,16 +173,26 @@ impl Store {
         }
     }
 
-    /// memcached's slab rebalancer, run by the sweeper with no lock held: for each class
-    /// that found no page since the last run, takes one page from the class with the most
-    /// pages. With evictions, the items of one of that class's pages are evicted first;
-    /// under `-M` only a page whose chunks are all free moves (nothing acknowledged is
-    /// dropped). A page freed while a store refills it from the same class is not moved
-    /// this time. Returns how many pages moved.
+    /// memcached's slab rebalancer, run by the rebalancer fiber and by a store that found
+    /// no room (with no lock held): for each class that found no page since the last run,
+    /// moves one page to the free page list from the class with the most pages. A wholly
+    /// free page moves as it is; with evictions, otherwise, the items of one page of that
+    /// class are evicted first (its free chunks are taken out of use meanwhile, so no store
+    /// refills it); under `-M` only a wholly free page moves (nothing acknowledged is
+    /// dropped). Returns how many pages moved.
     pub fn rebalance(&self) -> usize {
-        let starved = std::mem::take(&mut *fatal::lock(&self.starved, "starved classes"));
         let mut moved = 0;
+        for class in self.slabs.draining_classes() {
+            if self.slabs.finish_drain(class) {
+                self.page_moved();
+                moved += 1;
+            }
+        }
+        let starved = std::mem::take(&mut *fatal::lock(&self.starved, "starved classes"));
         for class in starved {
+            if self.slabs.has_free(class) {
+                continue;
+            }
             let Some(victim) = (1..=self.config.classes.len() as u8)
                 .filter(|&v| v != class)
                 .max_by_key(|&v| self.slabs.usage(v).pages)
@@ -189,59 +200,75 @@ impl Store {
             else {
                 continue;
             };
-            let freed = self.slabs.release_free_page(victim)
-                || (self.config.evictions && {
-                    self.evict_page_of(victim);
-                    self.slabs.release_free_page(victim)
-                });
-            if !freed {
-                continue;
+            if self.slabs.release_free_page(victim)
+                || (self.config.evictions && self.drain_page_of(victim))
+            {
+                self.page_moved();
+                moved += 1;
             }
-            self.used_bytes.fetch_sub(PAGE_BYTES, Ordering::Relaxed);
-            moved += 1;
-            bump(&self.stats.slabs_moved);
         }
         moved
     }
 
-    /// Evicts every item with a chunk in one page of `class` (the page of the first item of
-    /// the class found), shard after shard, one lock at a time.
-    fn evict_page_of(&self, class: u8) {
-        let mut page = None;
+    /// A page left a class: it no longer counts against `-m`.
+    fn page_moved(&self) {
+        self.used_bytes.fetch_sub(PAGE_BYTES, Ordering::Relaxed);
+        bump(&self.stats.slabs_moved);
+    }
+
+    /// Empties one page of `class` (the page of the first least recently used item of the
+    /// class found) by evicting every item with a chunk in it, shard after shard, one lock
+    /// at a time. True when the page left the class.
+    fn drain_page_of(&self, class: u8) -> bool {
+        let Some(page) = (0..SHARDS).find_map(|i| {
+            let shard = self.lock_shard(i);
+            shard
+                .tail(class)
+                .map(|t| self.slabs.page_of(&shard.entry(t).first))
+        }) else {
+            return false;
+        };
+        if !self.slabs.start_drain(class, page) {
+            return self.slabs.finish_drain(class);
+        }
+        // A chained item's last chunk can be of any class; its item is in the largest
+        // class's lists.
+        let largest = self.config.classes.len() as u8;
         for i in 0..SHARDS {
             let mut shard = self.lock_shard(i);
-            if page.is_none() {
-                let Some(t) = shard.tail(class) else {
-                    continue;
-                };
-                page = Some(self.slabs.page_of(&shard.entry(t).first));
-            }
-            let Some(p) = page else { continue };
             let mut doomed = Vec::new();
-            shard.for_each(|idx, e| {
-                let in_page = |c: &Chunk| self.slabs.page_of(c) == p;
-                if in_page(&e.first) || e.rest.as_ref().is_some_and(|r| r.iter().any(in_page)) {
-                    doomed.push(idx);
+            for list in [class, largest] {
+                shard.for_each_in_class(list, |idx, e| {
+                    let in_page = |c: &Chunk| self.slabs.page_of(c) == page;
+                    if in_page(&e.first) || e.rest.as_ref().is_some_and(|r| r.iter().any(in_page)) {
+                        doomed.push(idx);
+                    }
+                });
+                if class == largest {
+                    break;
                 }
-            });
+            }
             let now = self.clock.now();
             for idx in doomed {
                 self.evict(&mut shard, idx, now);
             }
         }
+        self.slabs.finish_drain(class)
     }
 }
 
 impl Locked<'_> {
-    /// The chunks of `plan`, or none: each from [`Locked::alloc_chunk`].
+    /// The chunks of `plan` for an item that adds `index` bytes, or none: each from
+    /// [`Locked::alloc_chunk`].
     pub(super) fn alloc_chunks(
         &mut self,
         plan: &[u8],
         keep: Option<u32>,
+        index: usize,
     ) -> Result<Vec<Chunk>, OutOfMemory> {
         let mut chunks = Vec::with_capacity(plan.len());
         for &class in plan {
-            match self.alloc_chunk(class, keep) {
+            match self.alloc_chunk(class, keep, index) {
                 Ok(c) => chunks.push(c),
                 Err(e) => {
                     for c in chunks {
@@ -258,13 +285,18 @@ impl Locked<'_> {
     /// the chunk of the class's least recently used item in this shard (never `keep`), or in
     /// another shard whose lock is free. Each eviction frees at least one chunk of the class
     /// (an item's first chunk is of its class), so this ends.
-    fn alloc_chunk(&mut self, class: u8, keep: Option<u32>) -> Result<Chunk, OutOfMemory> {
+    fn alloc_chunk(
+        &mut self,
+        class: u8,
+        keep: Option<u32>,
+        index: usize,
+    ) -> Result<Chunk, OutOfMemory> {
         let store = self.store;
         loop {
             if let Some(c) = store.slabs.pop(class) {
                 return Ok(c);
             }
-            if store.try_add_page(class) {
+            if store.try_add_page(class, index) {
                 continue;
             }
             if !store.config.evictions {
@@ -309,5 +341,99 @@ impl Locked<'_> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::classes::SizeClasses;
+    use super::super::StoreConfig;
+    use super::*;
+
+    fn store(limit_mb: usize, evictions: bool) -> Store {
+        Store::new(StoreConfig {
+            memory_limit_bytes: limit_mb << 20,
+            evictions,
+            item_size_max: 1 << 20,
+            use_cas: true,
+            initial_items: 0,
+            classes: SizeClasses::default(),
+        })
+    }
+
+    fn set(s: &Store, key: &[u8], value: &[u8]) -> Result<u32, OutOfMemory> {
+        let hash = s.hash(key);
+        let mut lk = s.lock(hash, 0);
+        let old = lk.get(hash, key);
+        lk.link(hash, key, &[value, b"\r\n"], 0, 0, 0, old)
+    }
+
+    fn get(s: &Store, key: &[u8]) -> Option<Vec<u8>> {
+        let hash = s.hash(key);
+        let mut lk = s.lock(hash, 0);
+        let idx = lk.get(hash, key)?;
+        let v = lk.entry(idx).data_vec();
+        Some(v[..v.len() - 2].to_vec())
+    }
+
+    #[test]
+    fn an_item_above_the_largest_chunk_is_chained_and_read_back_whole() {
+        let s = store(8, true);
+        let value: Vec<u8> = (0..900_000u32).map(|i| (i % 251) as u8).collect();
+        set(&s, b"big", &value).unwrap();
+        assert_eq!(get(&s, b"big").as_deref(), Some(&value[..]));
+        let largest = s.config.classes.len() as u8;
+        assert_eq!(s.slabs.usage(largest).used_chunks, 1);
+        let hash = s.hash(b"big");
+        let mut lk = s.lock(hash, 0);
+        let idx = lk.get(hash, b"big").unwrap();
+        assert_eq!(lk.entry(idx).chunks(), 2);
+        lk.unlink(idx);
+        drop(lk);
+        let used: usize = (1..=largest).map(|c| s.slabs.usage(c).used_chunks).sum();
+        assert_eq!(used, 0, "every chunk went back");
+    }
+
+    #[test]
+    fn pages_and_index_bytes_stay_within_the_limit_and_a_starved_class_gets_a_page() {
+        let s = store(4, true);
+        // 100,000-byte values fill every page there is...
+        for i in 0..200u32 {
+            set(&s, format!("a{i}").as_bytes(), &[b'a'; 100_000]).unwrap();
+            assert!(s.used_bytes() <= 4 << 20, "{} after a{i}", s.used_bytes());
+        }
+        // ...so a small value's class finds none until the rebalancer moves one.
+        assert_eq!(set(&s, b"small", b"v"), Err(OutOfMemory));
+        assert_eq!(s.rebalance(), 1);
+        set(&s, b"small", b"v").unwrap();
+        assert_eq!(get(&s, b"small").as_deref(), Some(&b"v"[..]));
+        assert!(s.used_bytes() <= 4 << 20);
+    }
+
+    #[test]
+    fn without_evictions_the_rebalancer_moves_only_a_wholly_free_page() {
+        let s = store(4, false);
+        let mut stored = 0;
+        while set(&s, format!("a{stored}").as_bytes(), &[b'a'; 100_000]).is_ok() {
+            stored += 1;
+        }
+        assert_eq!(set(&s, b"small", b"v"), Err(OutOfMemory));
+        assert_eq!(s.rebalance(), 0, "every page holds acknowledged items");
+        for i in 0..stored {
+            assert!(get(&s, format!("a{i}").as_bytes()).is_some(), "a{i} lost");
+        }
+        // Deleting every item frees their pages (whole) for the small class: at once when
+        // the freed index bytes left room for a new page, else through the rebalancer.
+        for i in 0..stored {
+            let key = format!("a{i}");
+            let hash = s.hash(key.as_bytes());
+            let mut lk = s.lock(hash, 0);
+            let idx = lk.get(hash, key.as_bytes()).unwrap();
+            lk.unlink(idx);
+        }
+        if set(&s, b"small", b"v").is_err() {
+            assert_eq!(s.rebalance(), 1);
+        }
+        set(&s, b"small", b"v").unwrap();
     }
 }

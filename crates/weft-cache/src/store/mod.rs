@@ -537,11 +537,13 @@ impl<'s> Locked<'s> {
         let data_len: usize = data.iter().map(|d| d.len()).sum();
         let size = classes::item_bytes(key.len(), flags, data_len, store.config.use_cas);
         let plan = store.chunk_plan(key.len(), flags, data_len);
-        let index = entry::index_bytes(plan.len());
+        // The index bytes this link adds (a replaced item's go).
+        let index = entry::index_bytes(plan.len())
+            .saturating_sub(old.map_or(0, |o| entry::index_bytes(self.entry(o).chunks())));
         if !store.config.evictions && store.used_bytes() + index > store.limit_bytes() {
             return Err(OutOfMemory);
         }
-        let chunks = self.alloc_chunks(&plan, old)?;
+        let chunks = self.alloc_chunks(&plan, old, index)?;
         store.note_expiry(exptime);
         if let Some(old) = old {
             self.unlink(old);

@@ -250,6 +250,16 @@ impl Shard {
         true
     }
 
+    /// Calls `f` on every item of `class` (with its slot), from the most recently used on.
+    pub fn for_each_in_class(&self, class: u8, mut f: impl FnMut(u32, &Entry)) {
+        let mut at = self.heads[usize::from(class)];
+        while at != NIL {
+            let e = self.entry(at);
+            f(at, e);
+            at = e.next;
+        }
+    }
+
     /// The last access time of each class's least recently used item (`None`: no item).
     pub fn tail_times(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
         self.tails

@@ -88,6 +88,9 @@ struct ClassPool {
     pages: usize,
     /// Chunks handed out and not given back.
     used: usize,
+    /// A page being emptied for another class ([`Slabs::start_drain`]): its chunks are off
+    /// the free list, and chunks of it given back are counted here instead of reused.
+    draining: Option<(usize, usize)>,
 }
 
 // SAFETY: the pointers are into the reservation and are only followed under the pool's lock.
@@ -270,9 +273,105 @@ impl Slabs {
 
     /// Gives a chunk back to its class.
     pub fn free(&self, chunk: Chunk) {
+        let page = self.page_of(&chunk);
         let mut p = self.pool(chunk.class);
         p.used -= 1;
-        Self::push_free(&mut p, chunk.ptr);
+        match &mut p.draining {
+            Some((draining, freed)) if *draining == page => *freed += 1,
+            _ => Self::push_free(&mut p, chunk.ptr),
+        }
+    }
+
+    /// Starts emptying `page` of `class` for another class: takes its free chunks (and its
+    /// carve) off the class so no store gets one, and counts those given back from now on.
+    /// One page per class at a time: false when one is already draining.
+    pub fn start_drain(&self, class: u8, page: usize) -> bool {
+        let mut p = self.pool(class);
+        if p.draining.is_some() {
+            return false;
+        }
+        let freed = self.take_free_of_page(&mut p, page);
+        p.draining = Some((page, freed));
+        true
+    }
+
+    /// Ends a drain started by [`Slabs::start_drain`] if every chunk of the page was given
+    /// back: the page leaves the class, its memory goes back to the kernel, and true is
+    /// returned. Otherwise the drain stays pending (a chunk is still owned: an item not yet
+    /// evicted) and a later call finishes it.
+    pub fn finish_drain(&self, class: u8) -> bool {
+        let cap = self.classes.chunk_size(usize::from(class));
+        let per_page = (PAGE_BYTES / cap).max(1);
+        let mut p = self.pool(class);
+        let Some((page, freed)) = p.draining else {
+            return false;
+        };
+        if freed < per_page {
+            return false;
+        }
+        p.draining = None;
+        p.pages -= 1;
+        drop(p);
+        self.release(page);
+        true
+    }
+
+    /// The class with a drain pending, if any, for [`Slabs::finish_drain`].
+    pub fn draining_classes(&self) -> Vec<u8> {
+        (1..=self.classes.len() as u8)
+            .filter(|&c| self.pool(c).draining.is_some())
+            .collect()
+    }
+
+    /// Takes `page`'s free chunks off `p`'s free list and carve; returns how many.
+    fn take_free_of_page(&self, p: &mut ClassPool, page: usize) -> usize {
+        let base = self.base.as_ptr() as usize;
+        let page_of = |ptr: NonNull<u8>| (ptr.as_ptr() as usize - base) / PAGE_BYTES;
+        let mut taken = 0;
+        let mut kept: Option<NonNull<u8>> = None;
+        let mut kept_count = 0;
+        let mut at = p.free_head.take();
+        while let Some(c) = at {
+            // SAFETY: `c` is on the free list (as in `pop`).
+            at = NonNull::new(unsafe { c.as_ptr().cast::<*mut u8>().read() });
+            if page_of(c) == page {
+                taken += 1;
+                continue;
+            }
+            let next = kept.map_or(std::ptr::null_mut(), NonNull::as_ptr);
+            // SAFETY: `c` is free, aligned and long enough (as in `push_free`).
+            unsafe { c.as_ptr().cast::<*mut u8>().write(next) };
+            kept = Some(c);
+            kept_count += 1;
+        }
+        p.free_head = kept;
+        p.free_count = kept_count;
+        if p.carve
+            .is_some_and(|c| p.carve_left > 0 && page_of(c) == page)
+        {
+            taken += p.carve_left;
+            p.carve_left = 0;
+            p.carve = None;
+        }
+        taken
+    }
+
+    /// Returns a page no chunk of which is owned to the free page list, and its memory to
+    /// the kernel until it is used again.
+    fn release(&self, page: usize) {
+        // SAFETY: the page is inside the reservation and no chunk of it is owned or on a
+        // free list, so nothing reads it meanwhile; MADV_DONTNEED on a private anonymous
+        // mapping makes it read as zeros afterwards.
+        unsafe {
+            libc::madvise(
+                self.base.as_ptr().add(page * PAGE_BYTES).cast(),
+                PAGE_BYTES,
+                libc::MADV_DONTNEED,
+            );
+        }
+        let mut pages = crate::fatal::lock(&self.pages, "slab pages");
+        pages.assigned -= 1;
+        pages.free.push(page);
     }
 
     /// Pages given to classes, in bytes.
@@ -335,45 +434,10 @@ impl Slabs {
         else {
             return false;
         };
-        // Unlink that page's chunks from the free list.
-        let mut kept: Option<NonNull<u8>> = None;
-        let mut kept_count = 0;
-        let mut at = p.free_head.take();
-        while let Some(c) = at {
-            // SAFETY: as above.
-            at = NonNull::new(unsafe { c.as_ptr().cast::<*mut u8>().read() });
-            if page_of(c) != page {
-                let next = kept.map_or(std::ptr::null_mut(), NonNull::as_ptr);
-                // SAFETY: `c` is free, aligned and long enough (as in `push_free`).
-                unsafe { c.as_ptr().cast::<*mut u8>().write(next) };
-                kept = Some(c);
-                kept_count += 1;
-            }
-        }
-        p.free_head = kept;
-        p.free_count = kept_count;
-        if p.carve
-            .is_some_and(|c| p.carve_left > 0 && page_of(c) == page)
-        {
-            p.carve_left = 0;
-            p.carve = None;
-        }
+        self.take_free_of_page(&mut p, page);
         p.pages -= 1;
         drop(p);
-        // The page's memory goes back to the kernel until it is used again.
-        // SAFETY: the page is inside the reservation and no chunk of it is owned (all were
-        // free and are now off the free list), so nothing reads it meanwhile; MADV_DONTNEED
-        // on a private anonymous mapping makes it read as zeros afterwards.
-        unsafe {
-            libc::madvise(
-                self.base.as_ptr().add(page * PAGE_BYTES).cast(),
-                PAGE_BYTES,
-                libc::MADV_DONTNEED,
-            );
-        }
-        let mut pages = crate::fatal::lock(&self.pages, "slab pages");
-        pages.assigned -= 1;
-        pages.free.push(page);
+        self.release(page);
         true
     }
 }
