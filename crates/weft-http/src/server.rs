@@ -7,6 +7,17 @@
 //! `Connection: close`); [`Server::run`] returns once none is left, or after
 //! `shutdown_grace`.
 //!
+//! Admission: the accept fiber takes one connection per turn, then yields. `accept` takes a
+//! queued connection without parking, so a fiber that looped on it would take the whole
+//! listen queue in one turn (thousands of connections under overload, each a fiber with its
+//! stack and buffers, about 17 KiB resident): an overload would become memory, and under a
+//! memory limit a page cache squeezed out and then the OOM killer (docs/notes/disk.md, run
+//! 2). Yielding after each one admits connections at the pace the processor answers them,
+//! as nginx's event loop does (one `accept` per turn of the loop without `multi_accept`),
+//! and leaves the rest in the kernel's listen queue, where they cost the server nothing.
+//! With nothing else runnable the yield returns at once, so a burst on an idle server still
+//! goes in without waiting.
+//!
 //! Lock order: `conns` is the only lock here; the accept fiber holds it across `spawn` (which
 //! never parks) so a connection cannot deregister before it was registered. A connection
 //! fiber takes it once, to deregister. No lock is held across I/O.
@@ -56,6 +67,8 @@ pub(crate) struct Shared {
     pub draining: AtomicBool,
     /// Open connections (the limit counts these).
     active: AtomicUsize,
+    /// The most connections open at once so far (for tests and diagnostics).
+    peak_active: AtomicUsize,
     /// Connections being answered 503.
     refusing: AtomicUsize,
     /// Every open connection's state and fiber, so shutdown can cancel the idle ones.
@@ -187,6 +200,7 @@ impl Server {
             access_log,
             draining: AtomicBool::new(false),
             active: AtomicUsize::new(0),
+            peak_active: AtomicUsize::new(0),
             refusing: AtomicUsize::new(0),
             conns: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
@@ -288,9 +302,11 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
         }
         if shared.active.load(Ordering::Relaxed) >= shared.config.max_connections {
             refuse(shared, stream);
+            weft::yield_now();
             continue;
         }
-        shared.active.fetch_add(1, Ordering::SeqCst);
+        let open = shared.active.fetch_add(1, Ordering::SeqCst) + 1;
+        shared.peak_active.fetch_max(open, Ordering::Relaxed);
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
         let state = Arc::new(AtomicU8::new(conn::BUSY));
         let mut conns = lock(&shared.conns);
@@ -322,7 +338,6 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
                 conns.insert(id, Tracked { state, worker });
             }
             Err(e) => {
-                drop(conns);
                 shared.active.fetch_sub(1, Ordering::SeqCst);
                 if !error_reported {
                     eprintln!("weft http: cannot start a connection worker: {e}");
@@ -330,6 +345,9 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
                 }
             }
         }
+        drop(conns);
+        // One connection per turn (see the module docs, "Admission").
+        weft::yield_now();
     }
 }
 
@@ -391,5 +409,74 @@ fn raise_nofile_limit() {
             r.rlim_cur = r.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &r);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full listen queue is taken in as fast as the processor answers it, not all at once:
+    /// each accepted connection is a fiber holding a stack and buffers, so a server that
+    /// accepts every queued connection in one turn of its accept fiber turns an overload into
+    /// memory (under a memory limit: a page cache squeezed out, then the OOM killer), where
+    /// the kernel's queue costs the server nothing.
+    #[test]
+    fn a_queued_burst_is_accepted_at_the_pace_of_the_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("f.txt"), b"hello").unwrap();
+        let mut config = Config::new(dir.path());
+        config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        config.processors = 1;
+        let server = Server::bind(config).unwrap();
+        let addr = server.local_addr();
+        let shared = server.shared.clone();
+        let handle = server.shutdown_handle();
+        let cluster = server.cluster.clone();
+        let runner = std::thread::spawn(move || server.run());
+        let get = b"GET /f.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        // Once, so the file is in the open-file cache and answers need no blocking pool.
+        let mut first = std::net::TcpStream::connect(addr).unwrap();
+        first.write_all(get).unwrap();
+        first.read_to_end(&mut Vec::new()).unwrap();
+        // Stop the accept fiber's processor while a burst queues up behind it.
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let (stopped_tx, stopped_rx) = std::sync::mpsc::channel::<()>();
+        let blocker = weft::Builder::new()
+            .cluster(&cluster)
+            .spawn(move || {
+                stopped_tx.send(()).unwrap();
+                // Blocks the processor's OS thread on purpose, so nothing is accepted.
+                stop_rx.recv().unwrap();
+            })
+            .unwrap();
+        stopped_rx.recv().unwrap();
+        const BURST: usize = 300;
+        let mut clients: Vec<_> = (0..BURST)
+            .map(|_| {
+                let mut c = std::net::TcpStream::connect(addr).unwrap();
+                c.write_all(get).unwrap();
+                c
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        stop_tx.send(()).unwrap();
+        blocker.join().unwrap();
+        for c in &mut clients {
+            let mut reply = Vec::new();
+            c.read_to_end(&mut reply).unwrap();
+            assert!(
+                reply.starts_with(b"HTTP/1.1 200"),
+                "{:?}",
+                String::from_utf8_lossy(&reply)
+            );
+        }
+        let peak = shared.peak_active.load(Ordering::Relaxed);
+        handle.shutdown();
+        runner.join().unwrap().unwrap();
+        assert!(
+            peak <= BURST / 10,
+            "{peak} of {BURST} queued connections were open at once"
+        );
     }
 }
