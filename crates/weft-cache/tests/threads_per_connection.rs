@@ -11,32 +11,13 @@ use std::time::{Duration, Instant};
 use common::{test_settings, WeftServer};
 use weft_cache::server::CONNECTION_THREAD_NAME;
 use weft_cache::Settings;
+use weft_testkit::threads_named;
 
-/// The OS threads of this process with `name`, as the kernel lists them.
-fn threads_named(name: &str) -> Vec<u32> {
-    let mut tids = Vec::new();
-    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim_end() == name {
-            tids.push(task.file_name().to_string_lossy().parse().unwrap());
-        }
-    }
-    tids
-}
-
+/// Waits until `want` connection threads are running.
 fn settle(want: usize) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let n = threads_named(CONNECTION_THREAD_NAME).len();
-        if n == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{n} connection threads, expected {want}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    weft_testkit::settle_count(want, "connection threads", || {
+        threads_named(CONNECTION_THREAD_NAME).len()
+    });
 }
 
 /// Sends `request` and reads until the reply ends with `until`.

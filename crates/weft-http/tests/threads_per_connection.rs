@@ -7,34 +7,13 @@ mod common;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use weft_testkit::threads_named;
+
 use common::*;
 
-/// The OS threads of this process with `name`, as the kernel lists them.
-fn threads_named(name: &str) -> Vec<u32> {
-    let mut tids = Vec::new();
-    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim_end() == name {
-            tids.push(task.file_name().to_string_lossy().parse().unwrap());
-        }
-    }
-    tids
-}
-
-/// Waits until `count()` is `want`; panics with what it last saw after 10 s.
+/// Waits until `count()` is `want` connection threads.
 fn settle(want: usize, count: impl Fn() -> usize) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let n = count();
-        if n == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{n} connection threads, expected {want}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    weft_testkit::settle_count(want, "connection threads", count);
 }
 
 #[test]

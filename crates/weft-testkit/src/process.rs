@@ -1,5 +1,5 @@
 //! Child processes: the guard that kills one by PID, waiting for an exit, and what `/proc`
-//! says of one.
+//! says of one (or of this process's own threads).
 
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
@@ -40,4 +40,29 @@ pub fn status_kib(pid: u32, field: &str) -> u64 {
         .and_then(|rest| rest.trim().strip_suffix("kB"))
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// The OS threads of this process named `name` (their `comm`), as the kernel lists them.
+pub fn threads_named(name: &str) -> Vec<u32> {
+    let mut tids = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() == name {
+            tids.push(task.file_name().to_string_lossy().parse().unwrap());
+        }
+    }
+    tids
+}
+
+/// Waits until `count()` is `want`; fails the test with what it last saw (`what`) after 10 s.
+pub fn settle_count(want: usize, what: &str, count: impl Fn() -> usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = count();
+        if n == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{n} {what}, expected {want}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
