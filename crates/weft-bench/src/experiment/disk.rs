@@ -246,6 +246,7 @@ pub fn run(mut settings: Settings, limit_mib: u64, rates: Vec<f64>) -> anyhow::R
             command: std::env::args().collect::<Vec<_>>().join(" "),
             seconds: started.elapsed().as_secs_f64(),
             notes,
+            settings: settings.describe(),
         };
         files.push(
             output::write_report(&settings.out, &points, &plots, &info)

@@ -111,7 +111,37 @@ pub struct Settings {
     pub fileset_scale: f64,
     /// Run the real memcached / nginx when installed.
     pub peers: bool,
+    /// Static load: requests in each httperf-style session, one after another on its own
+    /// short-lived connection.
+    pub session_requests: usize,
+    /// Static load: a request not answered within this many seconds is an error.
+    pub client_timeout_s: f64,
 }
+
+impl Settings {
+    /// One line for the report: what the defaults filled in.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} run(s) a point, {} s measured after {} s of warm-up; memcached: {} \
+             connections, depth 1, `{}`; static: file set scale {}, {} request(s) per \
+             session on a new connection, {} s client timeout",
+            self.runs,
+            self.duration,
+            self.warmup,
+            self.connections,
+            sweeps::thesis_memcached_flags().join(" "),
+            self.fileset_scale,
+            self.session_requests,
+            self.client_timeout_s
+        )
+    }
+}
+
+/// Requests per session of the static experiments: the thesis's httperf sessions read some
+/// names across one persistent connection, then close it.
+pub const SESSION_REQUESTS: usize = 3;
+/// The thesis's client timeout (httperf `--timeout 10`).
+pub const CLIENT_TIMEOUT_S: f64 = 10.0;
 
 /// One measured point.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -215,6 +245,18 @@ pub fn run(options: Options) -> anyhow::Result<()> {
         schedulers: options.schedulers,
         weft_exe: std::env::current_exe().context("finding the weft executable")?,
         peers: options.peers,
+        // The disk experiment keeps its one-request sessions and 2 s timeout (its points
+        // start from a cold cache and must stay short); quick bounds its drain to 2 s.
+        session_requests: if options.kind == Kind::Disk {
+            1
+        } else {
+            SESSION_REQUESTS
+        },
+        client_timeout_s: if matches!(options.kind, Kind::Quick | Kind::Disk) {
+            2.0
+        } else {
+            CLIENT_TIMEOUT_S
+        },
     };
     if options.kind == Kind::Disk {
         let rates = options

@@ -114,8 +114,8 @@ pub fn write_plots(out: &Path, points: &[Point]) -> anyhow::Result<Vec<PathBuf>>
                     "throughput".into(),
                     format!("{what}: replies/s vs request rate"),
                     Axes {
-                        x: "target requests/s",
-                        y: "replies/s",
+                        x: "target rate (requests/s)",
+                        y: "throughput (replies/s in the window)",
                         log_y: false,
                     },
                     Box::new(|p: &Point| p.actual),
@@ -124,7 +124,7 @@ pub fn write_plots(out: &Path, points: &[Point]) -> anyhow::Result<Vec<PathBuf>>
                     "errors".into(),
                     format!("{what}: error rate vs request rate"),
                     Axes {
-                        x: "target requests/s",
+                        x: "target rate (requests/s)",
                         y: "errors (% of requests)",
                         log_y: false,
                     },
@@ -134,8 +134,8 @@ pub fn write_plots(out: &Path, points: &[Point]) -> anyhow::Result<Vec<PathBuf>>
                     "p99".into(),
                     format!("{what}: p99 latency vs request rate"),
                     Axes {
-                        x: "target requests/s",
-                        y: "p99 latency (us, log)",
+                        x: "target rate (requests/s)",
+                        y: "p99 latency (µs, log scale)",
                         log_y: true,
                     },
                     Box::new(|p: &Point| p.p99_us as f64),
@@ -147,8 +147,8 @@ pub fn write_plots(out: &Path, points: &[Point]) -> anyhow::Result<Vec<PathBuf>>
                     "throughput".into(),
                     format!("{experiment}: actual vs target QPS"),
                     Axes {
-                        x: "target QPS",
-                        y: "actual QPS",
+                        x: "target rate (requests/s)",
+                        y: "actual rate (replies/s in the window)",
                         log_y: false,
                     },
                     Box::new(|p: &Point| p.actual),
@@ -157,8 +157,8 @@ pub fn write_plots(out: &Path, points: &[Point]) -> anyhow::Result<Vec<PathBuf>>
                     "p99".into(),
                     format!("{experiment}: p99 latency vs target QPS"),
                     Axes {
-                        x: "target QPS",
-                        y: "p99 latency (us, log)",
+                        x: "target rate (requests/s)",
+                        y: "p99 latency (µs, log scale)",
                         log_y: true,
                     },
                     Box::new(|p: &Point| p.p99_us as f64),
@@ -260,6 +260,19 @@ mod tests {
             table.contains("| 3% updates | weft | 1000 | 1000 | 50 | 100 | 0.00 | 3 |"),
             "{table}"
         );
+        // The report names the commit the binary was built from, not the working
+        // directory's, and the settings the defaults filled in.
+        let info = RunInfo {
+            command: "weft experiment quick".into(),
+            seconds: 1.0,
+            notes: vec![],
+            settings: "1 run(s) a point".into(),
+        };
+        let report =
+            std::fs::read_to_string(write_report(&dir, &points, &plots, &info).unwrap()).unwrap();
+        let commit = format!("<tr><th>commit</th><td>{}</td></tr>", env!("WEFT_COMMIT"));
+        assert!(report.contains(&commit), "{report}");
+        assert!(report.contains("<tr><th>settings</th><td>1 run(s) a point</td></tr>"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
@@ -273,6 +286,8 @@ pub struct RunInfo {
     pub seconds: f64,
     /// Notes the run printed (skipped servers, …).
     pub notes: Vec<String>,
+    /// What the defaults filled in: runs, seconds per point, connections, load shape.
+    pub settings: String,
 }
 
 /// Escapes text for HTML.
@@ -317,7 +332,8 @@ pub fn write_report(
         .unwrap_or_else(|| "unknown".into());
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let kernel = first_line_of("uname", &["-srm"]);
-    let commit = first_line_of("git", &["describe", "--always", "--dirty", "--abbrev=12"]);
+    // Embedded at build time (build.rs): the working directory of a run need not be a checkout.
+    let commit = env!("WEFT_COMMIT");
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -331,13 +347,15 @@ pub fn write_report(
         s,
         "<table class=\"info\">\
          <tr><th>command</th><td><code>{}</code></td></tr>\
+         <tr><th>settings</th><td>{}</td></tr>\
          <tr><th>commit</th><td>{}</td></tr>\
          <tr><th>weft</th><td>{}</td></tr>\
          <tr><th>kernel</th><td>{}</td></tr>\
          <tr><th>machine</th><td>{} × {}</td></tr>\
          <tr><th>took</th><td>{:.0} s, {} points</td></tr></table>",
         html(&info.command),
-        html(&commit),
+        html(&info.settings),
+        html(commit),
         env!("CARGO_PKG_VERSION"),
         html(&kernel),
         cpus,

@@ -232,7 +232,7 @@ fn draw_plots(out: &Path, measured: &[Measured]) -> anyhow::Result<()> {
             "tasks/s",
             false,
         ),
-        (p99_us, "p99", "p99 latency (µs)", true),
+        (p99_us, "p99", "p99 latency (µs, log scale)", true),
     ] {
         for (bench, series) in group(measured, metric) {
             let series: Vec<Series> = series

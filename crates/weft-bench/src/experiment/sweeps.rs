@@ -32,7 +32,7 @@ pub fn memcached_servers(settings: &Settings, notes: &mut Vec<String>) -> Vec<Se
     let mut servers = Vec::new();
     {
         let mut args = vec!["memcached".to_string()];
-        args.extend(process::memcached_flags("{port}", 1024, 20000));
+        args.extend(thesis_memcached_flags());
         servers.extend(weft_variants(settings, &args, notes));
     }
     if settings.peers {
@@ -40,7 +40,7 @@ pub fn memcached_servers(settings: &Settings, notes: &mut Vec<String>) -> Vec<Se
             Some(program) => servers.push(Server {
                 name: "memcached".into(),
                 program,
-                args: process::memcached_flags("{port}", 1024, 20000),
+                args: thesis_memcached_flags(),
                 config: None,
             }),
             None => notes
@@ -48,6 +48,36 @@ pub fn memcached_servers(settings: &Settings, notes: &mut Vec<String>) -> Vec<Se
         }
     }
     servers
+}
+
+/// The thesis's memcached command line, `-b 32768 -c 32768 -m 10240 -o hashpower=24`, with
+/// one server thread (`-t 1`, the thesis's peer as this project runs it), no UDP and the
+/// port left as `{port}`; `weft memcached` takes the same flags. `-c` is capped by the
+/// descriptor limit ([`thesis_max_connections`]).
+pub fn thesis_memcached_flags() -> Vec<String> {
+    let mut flags = process::memcached_flags("{port}", 10_240, thesis_max_connections());
+    if let Some(i) = flags.iter().position(|f| f == "-b") {
+        flags[i + 1] = "32768".into();
+    }
+    flags.extend(["-o".into(), "hashpower=24".into()]);
+    flags
+}
+
+/// memcached's `-c` for the experiments: the thesis's 32,768, or 64 below this process's
+/// hard descriptor limit when that is lower, because memcached refuses to start with a `-c`
+/// it cannot raise its own limit to ("failed to set rlimit for open files").
+pub fn thesis_max_connections() -> u32 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct it is given, which lives on this stack.
+    let hard = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        limit.rlim_max
+    } else {
+        libc::RLIM_INFINITY
+    };
+    hard.saturating_sub(64).min(32_768) as u32
 }
 
 /// The static-file servers to compare, with notes on any skipped.
@@ -306,8 +336,10 @@ pub(crate) fn measure(
                 settings.fileset.display().to_string(),
                 "--rate".into(),
                 rate.to_string(),
+                "--requests-per-session".into(),
+                settings.session_requests.to_string(),
                 "--timeout".into(),
-                "2".into(),
+                settings.client_timeout_s.to_string(),
             ]);
             common(&mut args);
             let out = process::run_to_end(&settings.weft_exe, &args, cpu, interrupted, limit)?;
@@ -440,6 +472,7 @@ pub fn run(kind: Kind, settings: &Settings) -> anyhow::Result<()> {
             command: std::env::args().collect::<Vec<_>>().join(" "),
             seconds: started.elapsed().as_secs_f64(),
             notes: notes.clone(),
+            settings: settings.describe(),
         };
         files.push(output::write_report(&settings.out, &points, &plots, &info)?);
         files.extend(plots);
@@ -459,4 +492,22 @@ pub fn run(kind: Kind, settings: &Settings) -> anyhow::Result<()> {
             .join(", ")
     );
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caches_start_with_the_thesis_flags() {
+        let flags = thesis_memcached_flags();
+        let after = |f: &str| flags[flags.iter().position(|x| x == f).unwrap() + 1].clone();
+        assert_eq!(after("-b"), "32768");
+        assert_eq!(after("-m"), "10240");
+        assert_eq!(after("-o"), "hashpower=24");
+        assert_eq!(after("-t"), "1");
+        let c: u32 = after("-c").parse().unwrap();
+        assert!(c == thesis_max_connections() && c <= 32_768, "{flags:?}");
+        assert_eq!(flags.iter().filter(|f| *f == "-b").count(), 1);
+    }
 }

@@ -371,7 +371,7 @@ pub fn plot(out: &Path, records: &[Record]) -> anyhow::Result<PathBuf> {
     let path = out.join("threads.svg");
     let measures: [Measure; 3] = [
         ("requests/s", "requests/s", false, |r| r.requests_per_sec),
-        ("p99", "p99 latency (ms, log)", true, |r| {
+        ("p99", "p99 latency (ms, log scale)", true, |r| {
             r.p99_us as f64 / 1e3
         }),
         (

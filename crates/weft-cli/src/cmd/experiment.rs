@@ -12,7 +12,8 @@ enum Which {
     Memcached,
     /// memcached load at 3, 5, 10 and 50% updates, one panel each.
     Updates,
-    /// Static files (the thesis file set): replies/s and error rate vs request rate.
+    /// Static files (the thesis file set, httperf-style sessions of 3 requests on a new
+    /// connection, 10 s client timeout): replies/s, error rate and p99 vs request rate.
     Static,
     /// A small memcached + static run that finishes in about 2 minutes.
     Quick,
@@ -33,7 +34,8 @@ enum Which {
 #[derive(Debug, Args)]
 #[command(after_long_help = "\
 Servers: weft's own (`weft memcached`, `weft http`, 1 processor) and, when installed, \
-memcached -t 1 and nginx (1 worker, sendfile, tcp_nopush, open_file_cache, access_log off), \
+memcached -t 1 (both caches started with the thesis's -b 32768 -c 32768 -m 10240 \
+-o hashpower=24; -c capped below the descriptor limit) and nginx (1 worker, sendfile, tcp_nopush, open_file_cache, access_log off), \
 each on a free port on \
 127.0.0.1. With 2 or more CPUs the server runs on CPU 0 and the load generator on CPU 1. \
 Ctrl-C stops the run, kills every process it started, and still writes what was measured.
