@@ -10,6 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::park::{current_unparker, Unparker};
+use crate::poison::Recover;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -52,7 +53,7 @@ fn pool() -> &'static Pool {
 
 impl Pool {
     fn submit(&'static self, job: Job) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.lock().recover();
         state.queue.push_back(job);
         if state.idle > 0 {
             self.work.notify_one();
@@ -75,19 +76,16 @@ impl Pool {
     }
 
     fn helper(&'static self) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.lock().recover();
         loop {
             if let Some(job) = state.queue.pop_front() {
                 drop(state);
                 job();
-                state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                state = self.state.lock().recover();
                 continue;
             }
             state.idle += 1;
-            let (next, timeout) = self
-                .work
-                .wait_timeout(state, KEEP_ALIVE)
-                .unwrap_or_else(|p| p.into_inner());
+            let (next, timeout) = self.work.wait_timeout(state, KEEP_ALIVE).recover();
             state = next;
             state.idle -= 1;
             if timeout.timed_out() && state.queue.is_empty() {
@@ -124,14 +122,14 @@ where
     pool().submit(Box::new(move || {
         let result = catch_unwind(AssertUnwindSafe(f));
         let waiter = {
-            let mut s = filled.lock().unwrap_or_else(|p| p.into_inner());
+            let mut s = filled.lock().recover();
             s.result = Some(result);
             s.waiter.clone()
         };
         waiter.unpark();
     }));
     loop {
-        if let Some(result) = slot.lock().unwrap_or_else(|p| p.into_inner()).result.take() {
+        if let Some(result) = slot.lock().recover().result.take() {
             return result.unwrap_or_else(|payload| resume_unwind(payload));
         }
         // Cancellation is deliberately ignored here: see the doc comment.

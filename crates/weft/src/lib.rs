@@ -66,6 +66,7 @@ pub mod io;
 mod loom;
 pub mod net;
 mod park;
+mod poison;
 mod runtime;
 pub mod sched;
 pub mod sync;

@@ -12,11 +12,11 @@
 //! - Cancellation is checked before parking and after every wake-up, and wins over a timeout.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::fiber;
+use crate::loom::{thread, AtomicBool, Ordering};
 
 /// How a [`park`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub(crate) struct Unparker {
 #[derive(Clone)]
 enum Target {
     Fiber(fiber::FiberRef),
-    Thread(std::thread::Thread),
+    Thread(thread::Thread),
 }
 
 impl Unparker {
@@ -91,7 +91,7 @@ pub(crate) struct WaitNode {
     /// The next node of the list this one is in (null at the tail, or when in no list).
     next: Cell<*const WaitNode>,
     /// The thread to unpark for a thread's node; `None` for the node in a fiber's record.
-    thread: Option<std::thread::Thread>,
+    thread: Option<thread::Thread>,
 }
 
 // SAFETY: `next` (the only field that is not thread-safe) is touched only under the lock of the
@@ -101,17 +101,19 @@ unsafe impl Sync for WaitNode {}
 unsafe impl Send for WaitNode {}
 
 impl WaitNode {
-    /// The node inside a fiber's record.
-    pub(crate) const fn new() -> WaitNode {
-        WaitNode {
-            notified: AtomicBool::new(false),
-            next: Cell::new(std::ptr::null()),
-            thread: None,
+    crate::loom::const_fn_unless_loom! {
+        /// The node inside a fiber's record.
+        pub(crate) const fn new() -> WaitNode {
+            WaitNode {
+                notified: AtomicBool::new(false),
+                next: Cell::new(std::ptr::null()),
+                thread: None,
+            }
         }
     }
 
     /// A node whose owner is the OS thread `thread`.
-    pub(crate) fn for_thread(thread: std::thread::Thread) -> WaitNode {
+    pub(crate) fn for_thread(thread: thread::Thread) -> WaitNode {
         WaitNode {
             notified: AtomicBool::new(false),
             next: Cell::new(std::ptr::null()),
@@ -122,8 +124,8 @@ impl WaitNode {
     /// The node of the calling fiber, or of the calling thread outside fibers. It stays valid
     /// as long as its owner lives, which covers every wait the owner makes.
     pub(crate) fn current() -> *const WaitNode {
-        thread_local! {
-            static NODE: WaitNode = WaitNode::for_thread(std::thread::current());
+        thread::thread_local! {
+            static NODE: WaitNode = WaitNode::for_thread(thread::current());
         }
         let fiber = fiber::current_fiber_ptr();
         if fiber.is_null() {
@@ -223,7 +225,7 @@ pub(crate) fn current_unparker() -> Unparker {
             target: Target::Fiber(f),
         },
         None => Unparker {
-            target: Target::Thread(std::thread::current()),
+            target: Target::Thread(thread::current()),
         },
     }
 }
@@ -249,14 +251,22 @@ pub(crate) fn park(deadline: Option<Instant>) -> Parked {
             return Parked::Cancelled;
         }
     } else {
+        #[cfg(not(loom))]
         match deadline {
-            None => std::thread::park(),
+            None => thread::park(),
             Some(d) => {
                 let now = Instant::now();
                 if d > now {
-                    std::thread::park_timeout(d - now);
+                    thread::park_timeout(d - now);
                 }
             }
+        }
+        // loom has no clock and no timed park: a deadline passes at once, so a model's waiter
+        // gives up at every point of its notifier's run (see `crate::loom`).
+        #[cfg(loom)]
+        match deadline {
+            None => thread::park(),
+            Some(_) => return Parked::TimedOut,
         }
     }
     match deadline {

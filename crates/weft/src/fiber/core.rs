@@ -14,9 +14,8 @@
 //! so a fiber can never be resumed on two threads at once.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-use crate::loom::AtomicU8;
+use crate::loom::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use corosensei::{Coroutine, Yielder};
@@ -63,7 +62,7 @@ pub(crate) struct Fiber {
     /// Roughly where the fiber's stack pointer was when it last parked (written by the fiber
     /// itself): the waker prefetches those lines, so they are on their way while the waker
     /// finishes its own turn.
-    pub(crate) stack_hint: std::sync::atomic::AtomicUsize,
+    pub(crate) stack_hint: AtomicUsize,
     /// The cluster the fiber runs on. Written only by the processor handling a `Migrate` (while
     /// the fiber is switched out and not parked); read by whoever holds its `Task`.
     pub(crate) cluster: UnsafeCell<Arc<ClusterShared>>,
@@ -137,10 +136,12 @@ pub(crate) struct Placement {
 }
 
 impl Placement {
-    pub(crate) const fn new(migratable: bool) -> Placement {
-        Placement {
-            home: AtomicU32::new(0),
-            migratable,
+    crate::loom::const_fn_unless_loom! {
+        pub(crate) const fn new(migratable: bool) -> Placement {
+            Placement {
+                home: AtomicU32::new(0),
+                migratable,
+            }
         }
     }
 

@@ -5,9 +5,9 @@
 //! fiber gets its own value, built on first use and dropped when the fiber ends. Outside any
 //! fiber, each OS thread gets its own value, as with `thread_local!`.
 
+use crate::loom::{Ordering, StaticAtomicUsize};
 use std::any::Any;
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Values of one fiber (or thread), indexed by key. Each value lives in its own allocation, held
 /// as a raw pointer (not a `Box`, whose uniqueness a reborrow of the vector would assert), so a
@@ -33,7 +33,7 @@ impl Drop for LocalMap {
 }
 
 /// Key numbers handed out so far; 0 means "not assigned yet".
-static NEXT_KEY: AtomicUsize = AtomicUsize::new(1);
+static NEXT_KEY: StaticAtomicUsize = StaticAtomicUsize::new(1);
 
 /// A fiber-local value, declared as a `static`:
 ///
@@ -44,7 +44,9 @@ static NEXT_KEY: AtomicUsize = AtomicUsize::new(1);
 /// ```
 pub struct FiberLocal<T: 'static> {
     init: fn() -> T,
-    key: AtomicUsize,
+    /// The key, allocated on first use; a `static`'s field (a `FiberLocal` lives in one), so
+    /// not a loom object (see `crate::loom`).
+    key: StaticAtomicUsize,
 }
 
 impl<T: 'static> FiberLocal<T> {
@@ -52,7 +54,7 @@ impl<T: 'static> FiberLocal<T> {
     pub const fn new(init: fn() -> T) -> Self {
         FiberLocal {
             init,
-            key: AtomicUsize::new(0),
+            key: StaticAtomicUsize::new(0),
         }
     }
 
@@ -161,7 +163,7 @@ mod tests {
             // Touch forty keys made after this one: the map grows under the outer `with`.
             DEEP.iter().map(|k| k.with(|v| *v)).sum::<u64>() + OTHER.with(|s| s.len() as u64)
         });
-        static FIRST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+        static FIRST: crate::loom::StaticAtomicBool = crate::loom::StaticAtomicBool::new(true);
         static SELF_USE: FiberLocal<Cell<u32>> = FiberLocal::new(|| {
             // The first initialisation uses its own key once: that inner value is kept and
             // this one dropped.

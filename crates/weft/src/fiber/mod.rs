@@ -11,7 +11,7 @@ mod park_state;
 mod spawn;
 pub(crate) mod stack;
 
-use std::sync::atomic::Ordering;
+use crate::loom::Ordering;
 use std::time::{Duration, Instant};
 
 pub use self::core::Task;
@@ -128,14 +128,12 @@ pub(crate) unsafe fn park_fiber(me: *const Fiber, deadline: Option<Instant>) {
 /// `me` must be a live fiber (the running one, in practice).
 pub(crate) unsafe fn fiber_is_cancelled(me: *const Fiber) -> bool {
     // SAFETY: per the contract.
-    unsafe { &*me }
-        .cancelled
-        .load(std::sync::atomic::Ordering::Acquire)
+    unsafe { &*me }.cancelled.load(Ordering::Acquire)
 }
 
 /// Whether the current fiber has been cancelled (always `false` outside fibers).
 pub fn is_cancelled() -> bool {
-    with_current(|f| f.is_some_and(|f| f.cancelled.load(std::sync::atomic::Ordering::Acquire)))
+    with_current(|f| f.is_some_and(|f| f.cancelled.load(Ordering::Acquire)))
 }
 
 /// Lets other runnable fibers run; the caller goes to the back of its cluster's yield queue.

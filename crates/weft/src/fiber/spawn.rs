@@ -4,19 +4,19 @@ use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 use corosensei::Coroutine;
 
 use super::core::{Fiber, FiberRef, FiberYielder, Placement, Task, EMPTY};
 use super::local::LocalMap;
-use crate::loom::AtomicU8;
+use crate::loom::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering, StaticAtomicU64};
 use crate::park::{park, Parked, Unparker};
+use crate::poison::Recover;
 use crate::runtime::{self, Cluster};
 use crate::sched::Origin;
 
-static NEXT_FIBER_ID: AtomicU64 = AtomicU64::new(1);
+static NEXT_FIBER_ID: StaticAtomicU64 = StaticAtomicU64::new(1);
 
 /// Spawns a fiber running `f` and returns a handle to join it.
 ///
@@ -165,7 +165,7 @@ impl Builder {
             completion.complete(result);
         });
         let fiber = Arc::new(Fiber {
-            id: NEXT_FIBER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            id: NEXT_FIBER_ID.fetch_add(1, Ordering::Relaxed),
             name: self.name.map(Arc::from),
             state: AtomicU8::new(EMPTY),
             cancelled: AtomicBool::new(false),
@@ -174,7 +174,7 @@ impl Builder {
             cluster: UnsafeCell::new(cluster),
             coroutine: UnsafeCell::new(Some(coroutine)),
             yielder: Cell::new(std::ptr::null()),
-            stack_hint: std::sync::atomic::AtomicUsize::new(0),
+            stack_hint: AtomicUsize::new(0),
             locals: UnsafeCell::new(LocalMap::default()),
             wait_node: crate::park::WaitNode::new(),
             guard,
@@ -206,9 +206,9 @@ struct PacketState<T> {
 impl<T> Packet<T> {
     fn complete(&self, result: std::thread::Result<T>) {
         let waiter = {
-            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut state = self.state.lock().recover();
             state.result = Some(result);
-            self.done.store(true, std::sync::atomic::Ordering::Release);
+            self.done.store(true, Ordering::Release);
             state.waiter.take()
         };
         if let Some(w) = waiter {
@@ -236,7 +236,7 @@ impl<T> JoinHandle<T> {
     pub fn join(self) -> Result<T, JoinError> {
         loop {
             {
-                let mut state = self.packet.state.lock().unwrap_or_else(|p| p.into_inner());
+                let mut state = self.packet.state.lock().recover();
                 if let Some(result) = state.result.take() {
                     return result.map_err(JoinError::Panicked);
                 }
@@ -250,17 +250,14 @@ impl<T> JoinHandle<T> {
 
     /// Whether the fiber has finished (so `join` will not wait).
     pub fn is_finished(&self) -> bool {
-        self.packet.done.load(std::sync::atomic::Ordering::Acquire)
+        self.packet.done.load(Ordering::Acquire)
     }
 
     /// Asks the fiber to stop: its current or next blocking point returns an error
     /// ([`crate::Cancelled`], or an I/O error of that kind). Cancellation is cooperative and
     /// sticky; the fiber decides how to wind down and what to return.
     pub fn cancel(&self) {
-        self.fiber
-            .0
-            .cancelled
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.fiber.0.cancelled.store(true, Ordering::Release);
         self.fiber.unpark();
     }
 

@@ -11,6 +11,7 @@ use std::io;
 use std::num::NonZeroUsize;
 use std::sync::Mutex;
 
+use crate::poison::Recover;
 use corosensei::stack::{Stack, StackPointer};
 
 /// The stack size a fiber gets when neither its builder nor its cluster says otherwise.
@@ -27,8 +28,8 @@ pub(crate) const PROCESSOR_CACHE_CAPACITY: usize = 64;
 
 /// The page size, asked of the kernel once (it is on the spawn path).
 pub(crate) fn page_size() -> usize {
-    static PAGE_SIZE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let cached = PAGE_SIZE.load(std::sync::atomic::Ordering::Relaxed);
+    static PAGE_SIZE: crate::loom::StaticAtomicUsize = crate::loom::StaticAtomicUsize::new(0);
+    let cached = PAGE_SIZE.load(crate::loom::Ordering::Relaxed);
     if cached != 0 {
         return cached;
     }
@@ -38,7 +39,7 @@ pub(crate) fn page_size() -> usize {
         .ok()
         .filter(|s| s.is_power_of_two())
         .unwrap_or(4096);
-    PAGE_SIZE.store(size, std::sync::atomic::Ordering::Relaxed);
+    PAGE_SIZE.store(size, crate::loom::Ordering::Relaxed);
     size
 }
 
@@ -158,7 +159,7 @@ pub(crate) fn take(size: usize, cache: Option<&mut Vec<FiberStack>>) -> io::Resu
         }
     }
     {
-        let mut pool = GLOBAL_POOL.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pool = GLOBAL_POOL.lock().recover();
         if let Some(pos) = pool.iter().rposition(|s| s.usable_size() == usable) {
             return Ok(pool.swap_remove(pos));
         }
@@ -176,7 +177,7 @@ pub(crate) fn give_back(stack: FiberStack, cache: Option<&mut Vec<FiberStack>>) 
         }
         _ => stack,
     };
-    let mut pool = GLOBAL_POOL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut pool = GLOBAL_POOL.lock().recover();
     if pool.len() < GLOBAL_POOL_CAPACITY {
         pool.push(stack);
     }

@@ -1,10 +1,10 @@
 //! [`File`] and [`OpenOptions`]: positioned reads and writes on every backend (see the module
 //! docs of [`crate::fs`] for how each backend keeps a processor from stalling on the disk).
 
+use crate::loom::{AtomicU64, Ordering};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use io_uring::{opcode, types::Fd};
 

@@ -10,8 +10,8 @@
 //! Invariant: a range is reported cold only when the kernel said some page of it is missing;
 //! a wrong "cold" costs one extra read on the blocking pool, never a wrong result.
 
+use crate::loom::{Ordering, StaticAtomicBool, StaticAtomicU64};
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// `cachestat(2)`'s number (the same on every architecture: it came after the tables were
 /// unified at 424).
@@ -39,9 +39,9 @@ struct Cachestat {
 }
 
 /// Set once the kernel said it has no usable `cachestat`.
-static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
+static UNAVAILABLE: StaticAtomicBool = StaticAtomicBool::new(false);
 /// Cold ranges read on the blocking pool before sending, for tests and diagnostics.
-static WARMED: AtomicU64 = AtomicU64::new(0);
+static WARMED: StaticAtomicU64 = StaticAtomicU64::new(0);
 
 /// How many cold ranges were warmed on the blocking pool before being sent.
 pub(crate) fn warmed() -> u64 {

@@ -32,6 +32,7 @@ use io_uring::{opcode, types::Fd};
 use super::{residency, File};
 use crate::io::op::{self, Dir, Registration};
 use crate::net::sockio::{self, StreamSocket};
+use crate::poison::Recover;
 
 /// On uring, ranges up to this many bytes use `sendfile(2)` under [`SendFileMethod::Auto`],
 /// longer ones `splice`.
@@ -196,7 +197,7 @@ static PIPES: Mutex<Vec<Pipe>> = Mutex::new(Vec::new());
 
 impl Pipe {
     fn take() -> io::Result<Pipe> {
-        if let Some(p) = PIPES.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+        if let Some(p) = PIPES.lock().recover().pop() {
             return Ok(p);
         }
         let mut fds = [0i32; 2];
@@ -220,7 +221,7 @@ impl Pipe {
 
     /// Back to the pool; only call when the pipe is empty.
     fn give_back(self) {
-        let mut pool = PIPES.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pool = PIPES.lock().recover();
         if pool.len() < PIPE_POOL_MAX {
             pool.push(self);
         }

@@ -25,6 +25,7 @@
 //! always woken (loom reports a deadlock otherwise), also across two sends in a row.
 
 use crate::loom::{AtomicI32, AtomicU8, Mutex, Ordering};
+use crate::poison::Recover;
 
 /// The kernel's completion was reaped; `result` holds it.
 pub(crate) const DONE: u8 = 1;
@@ -44,9 +45,10 @@ pub(crate) struct Signal<W> {
     waiter: Mutex<Option<W>>,
 }
 
-/// The slot's lock; a panic while it was held cannot leave an `Option` half-written.
+/// The slot's lock; a panic while it was held cannot leave an `Option` half-written (see
+/// `crate::poison`).
 fn slot<W>(m: &Mutex<Option<W>>) -> impl std::ops::DerefMut<Target = Option<W>> + '_ {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().recover()
 }
 
 impl<W: Wake> Signal<W> {

@@ -48,8 +48,8 @@ pub(crate) mod driver;
 pub(crate) mod op;
 pub(crate) mod op_state;
 
+use crate::loom::{Ordering, StaticAtomicBool};
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 /// Which kernel interface a cluster's processors use for I/O.
@@ -149,7 +149,7 @@ fn uring_probe() -> Result<(), &'static io::Error> {
 
 /// Says once per process that io_uring is unavailable, why, and how to enable it.
 pub(crate) fn log_fallback(e: &io::Error) {
-    static LOGGED: AtomicBool = AtomicBool::new(false);
+    static LOGGED: StaticAtomicBool = StaticAtomicBool::new(false);
     if LOGGED.swap(true, Ordering::Relaxed) {
         return;
     }

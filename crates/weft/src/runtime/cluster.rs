@@ -9,8 +9,8 @@
 //! still parked then are abandoned (their stacks are leaked, never reused). The default cluster,
 //! used by [`crate::spawn`] outside any cluster, lives as long as the process.
 
+use crate::loom::{AtomicBool, AtomicUsize, Ordering, StaticAtomicU64};
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
@@ -22,9 +22,10 @@ use super::yield_queue::{self, YieldShared};
 use crate::fiber::{stack, Task};
 use crate::io::driver::Waker;
 use crate::io::IoBackend;
+use crate::poison::Recover;
 use crate::sched::{self, Policy};
 
-static NEXT_CLUSTER_ID: AtomicU64 = AtomicU64::new(1);
+static NEXT_CLUSTER_ID: StaticAtomicU64 = StaticAtomicU64::new(1);
 
 /// The part of a cluster its processors and fibers share.
 pub(crate) struct ClusterShared {
@@ -113,8 +114,7 @@ impl ClusterShared {
             !p.is_null() && unsafe { &*p }.cluster.id == self.id
         };
         if !on_own_processor {
-            let handles =
-                std::mem::take(&mut *self.handles.lock().unwrap_or_else(|p| p.into_inner()));
+            let handles = std::mem::take(&mut *self.handles.lock().recover());
             for h in handles {
                 let _ = h.join();
             }
@@ -386,7 +386,7 @@ impl ClusterBuilder {
             }
         }
         drop(started_tx);
-        *shared.handles.lock().unwrap_or_else(|p| p.into_inner()) = handles;
+        *shared.handles.lock().recover() = handles;
         start.wait();
         // Every processor reports whether its I/O driver started (a ring or an epoll needs a
         // descriptor, and the process may be at its limit). One that failed has returned; the

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use crate::io::driver::Waker;
 use crate::loom::{fence, AtomicBool, AtomicUsize, Mutex, Ordering};
+use crate::poison::Recover;
 
 /// How the protocol wakes processor `index` (its eventfd in the runtime; a flag in the loom
 /// models, `idle::loom`).
@@ -98,7 +99,7 @@ impl Idle {
 
     /// Registers processor `index` as about to sleep. Re-check the queues after this.
     pub(crate) fn register_sleep(&self, index: usize) {
-        let mut list = self.sleepers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut list = self.sleepers.lock().recover();
         list.push(index);
         self.sleeping.fetch_add(1, Ordering::SeqCst);
         drop(list);
@@ -109,7 +110,7 @@ impl Idle {
     /// Removes processor `index` from the sleepers if a waker has not already done so.
     pub(crate) fn unregister_sleep(&self, index: usize) {
         self.asleep[index].store(false, Ordering::Relaxed);
-        let mut list = self.sleepers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut list = self.sleepers.lock().recover();
         if let Some(pos) = list.iter().position(|&i| i == index) {
             list.swap_remove(pos);
             self.sleeping.fetch_sub(1, Ordering::SeqCst);
@@ -162,7 +163,7 @@ impl Idle {
     /// Wakes one sleeper, if any.
     pub(crate) fn wake_one(&self, wakers: &(impl WakeProcessor + ?Sized)) -> bool {
         let index = {
-            let mut list = self.sleepers.lock().unwrap_or_else(|p| p.into_inner());
+            let mut list = self.sleepers.lock().recover();
             let Some(index) = list.pop() else {
                 return false;
             };
@@ -176,7 +177,7 @@ impl Idle {
     /// Wakes every processor (shutdown).
     pub(crate) fn wake_all(&self, wakers: &(impl WakeProcessor + ?Sized)) {
         {
-            let mut list = self.sleepers.lock().unwrap_or_else(|p| p.into_inner());
+            let mut list = self.sleepers.lock().recover();
             self.sleeping.fetch_sub(list.len(), Ordering::SeqCst);
             list.clear();
         }

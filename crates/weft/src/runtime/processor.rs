@@ -18,10 +18,10 @@
 //! - no `RefCell` borrow is held across `resume` (the fiber may call back into the processor);
 //! - the processor touches a fiber's coroutine only while it holds the fiber's `Task`.
 
+use crate::loom::Ordering;
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::ptr;
-use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Instant;

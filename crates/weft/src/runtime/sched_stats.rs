@@ -20,7 +20,8 @@
 //! [`ClusterBuilder::sched_stats`]: super::ClusterBuilder::sched_stats
 //! [`Cluster::sched_stats`]: super::Cluster::sched_stats
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::loom::{AtomicU64, Ordering};
+use crate::poison::Recover;
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -186,7 +187,9 @@ impl ProcessorStats {
     /// longest so far.
     pub(crate) fn record_run(&self, ns: u64, who: impl FnOnce() -> String) {
         if ns > self.run_ns.max.load(Ordering::Relaxed) && recording() {
-            *self.longest_run.lock().unwrap_or_else(|p| p.into_inner()) = who();
+            // Named before locking: no closure runs under the lock (see `crate::poison`).
+            let name = who();
+            *self.longest_run.lock().recover() = name;
         }
         self.run_ns.record(ns);
     }
@@ -197,11 +200,7 @@ impl ProcessorStats {
             wait_ns: self.wait_ns.snapshot(),
             reap_gap_ns: self.reap_gap_ns.snapshot(),
             run_ns: self.run_ns.snapshot(),
-            longest_run: self
-                .longest_run
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            longest_run: self.longest_run.lock().recover().clone(),
         }
     }
 }

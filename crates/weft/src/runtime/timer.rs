@@ -14,9 +14,9 @@
 //! Arming a timer allocates nothing (the entry holds a reference to the fiber, not a shared
 //! cancellation record): I/O calls with a deadline arm one on every wait.
 
+use crate::loom::Ordering;
 use std::cmp::{Ordering as CmpOrdering, Reverse};
 use std::collections::BinaryHeap;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::fiber::FiberRef;

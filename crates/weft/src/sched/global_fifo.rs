@@ -4,8 +4,9 @@
 //! local. It is perfectly fair (first in, first out across the whole cluster), which makes it the
 //! reference the other policies are measured against.
 
+use crate::loom::{AtomicUsize, Ordering};
+use crate::poison::Recover;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{LocalQueue, Origin, Policy, Task};
@@ -26,7 +27,7 @@ impl GlobalFifo {
     }
 
     fn push(&self, task: Task) {
-        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = self.queue.lock().recover();
         q.push_back(task);
         self.len.store(q.len(), Ordering::Release);
     }
@@ -35,7 +36,7 @@ impl GlobalFifo {
         if self.len.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = self.queue.lock().recover();
         let task = q.pop_front();
         self.len.store(q.len(), Ordering::Release);
         task

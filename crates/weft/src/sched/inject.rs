@@ -8,8 +8,9 @@
 //! Invariants: `len` is stored under the lock after every change, so it equals the queue's
 //! length whenever the lock is free; critical sections are bounded by one batch.
 
+use crate::loom::{AtomicUsize, Ordering};
+use crate::poison::Recover;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use super::ring::{self, Overflow};
@@ -25,8 +26,8 @@ pub(crate) struct Inject {
 
 impl Inject {
     fn lock(&self) -> MutexGuard<'_, VecDeque<Task>> {
-        // A panic while holding the lock cannot leave the deque inconsistent: keep going.
-        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+        // Pushes and pops, with `len` stored under the lock: see `crate::poison`.
+        self.queue.lock().recover()
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -39,6 +39,7 @@
 //! Architecture Invariant: policies know nothing of fibers beyond [`Task`], nor of threads,
 //! sleeping or timers; the runtime knows nothing of how a policy stores its tasks.
 
+use crate::poison::Recover;
 use std::sync::Arc;
 
 pub use crate::fiber::Task;
@@ -150,12 +151,14 @@ pub(crate) fn take_owner_half<T>(
     index: usize,
     policy: &str,
 ) -> T {
-    owners
+    // Taken, then checked with the guard gone: a broken cluster panics with no lock poisoned
+    // (see `crate::poison`).
+    let half = owners
         .lock()
-        .unwrap_or_else(|p| p.into_inner())
+        .recover()
         .get_mut(index)
-        .and_then(Option::take)
-        .unwrap_or_else(|| panic!("{policy}: no processor {index}, or asked twice"))
+        .and_then(Option::take);
+    half.unwrap_or_else(|| panic!("{policy}: no processor {index}, or asked twice"))
 }
 
 /// A policy the runtime knows by name.

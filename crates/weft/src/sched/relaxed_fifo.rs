@@ -20,9 +20,10 @@
 //!   a lane's head is its oldest entry;
 //! - every lane is reachable by every processor (`steal` and helping), so nothing is stranded.
 
+use crate::loom::{AtomicU64, AtomicUsize, Ordering};
+use crate::poison::Recover;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
@@ -70,16 +71,12 @@ impl Lane {
     }
 
     fn lock(&self) -> MutexGuard<'_, VecDeque<(u64, Task)>> {
-        // Nothing panics while the lock is held; if something did, the deque is still whole.
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+        // Pushes, pops and `publish` under the lock: see `crate::poison`.
+        self.entries.lock().recover()
     }
 
     fn try_lock(&self) -> Option<MutexGuard<'_, VecDeque<(u64, Task)>>> {
-        match self.entries.try_lock() {
-            Ok(guard) => Some(guard),
-            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
-        }
+        crate::poison::try_recover(self.entries.try_lock())
     }
 
     /// Publishes the lane's state; called with the lock held after every change.

@@ -3,10 +3,10 @@
 //! Scheduling only needs "different processors pick different victims, and no fixed order";
 //! xorshift64* gives that in three shifts and a multiply, with no shared state to contend on.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::loom::{Ordering, StaticAtomicU64};
 
 /// Hands every new generator a different seed, even for equal `salt`s.
-static SEEDS: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
+static SEEDS: StaticAtomicU64 = StaticAtomicU64::new(0x9e37_79b9_7f4a_7c15);
 
 /// xorshift64*: good enough to spread choices, not for anything else.
 #[derive(Debug, Clone)]

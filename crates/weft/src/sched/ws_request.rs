@@ -21,8 +21,8 @@
 //! inject queue, or a filled slot; `has_work` sees the last two, and private queues with a
 //! surplus nobody has asked for yet.
 
+use crate::loom::{AtomicUsize, Ordering};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;

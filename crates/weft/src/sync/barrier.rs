@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::wait_queue::{deadline_after, wait, WaitList, Woke};
 use crate::error::{Cancelled, WaitError};
+use crate::poison::Recover;
 
 /// A reusable barrier for fibers and threads.
 ///
@@ -86,7 +87,7 @@ impl Barrier {
 
     /// Locks the round. Nothing that can panic runs under this lock, so poisoning is ignored.
     fn lock(&self) -> MutexGuard<'_, Round> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock().recover()
     }
 
     fn wait_until(&self, deadline: Option<Instant>) -> Result<BarrierWaitResult, WaitError> {

@@ -18,11 +18,12 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::wait_queue::{deadline_after, wait, WaitList, Woke};
+use crate::loom::{AtomicBool, Ordering};
+use crate::poison::Recover;
 
 pub use super::error::{
     RecvError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError,
@@ -105,7 +106,7 @@ enum Fail {
 impl<T> Shared<T> {
     /// Locks the state. Nothing that can panic runs under this lock, so poisoning is ignored.
     fn lock(&self) -> MutexGuard<'_, State<T>> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock().recover()
     }
 
     fn send_until(&self, value: T, deadline: Option<Instant>) -> Result<(), (Fail, T)> {

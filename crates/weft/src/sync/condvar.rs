@@ -44,9 +44,11 @@ pub struct Condvar {
 }
 
 impl Condvar {
-    pub const fn new() -> Condvar {
-        Condvar {
-            waiters: WaitQueue::new(),
+    crate::loom::const_fn_unless_loom! {
+        pub const fn new() -> Condvar {
+            Condvar {
+                waiters: WaitQueue::new(),
+            }
         }
     }
 

@@ -18,11 +18,11 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use super::wait_queue::{deadline_after, wait, WaitQueue, Woke};
 use crate::error::{Cancelled, WaitError};
+use crate::loom::{AtomicU8, Ordering};
 
 /// Somebody owns the lock.
 const LOCKED: u8 = 1;
@@ -56,12 +56,14 @@ unsafe impl<T: ?Sized + Send> Send for Mutex<T> {}
 unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
 
 impl<T> Mutex<T> {
-    /// An unlocked mutex holding `value`.
-    pub const fn new(value: T) -> Mutex<T> {
-        Mutex {
-            state: AtomicU8::new(0),
-            waiters: WaitQueue::new(),
-            data: UnsafeCell::new(value),
+    crate::loom::const_fn_unless_loom! {
+        /// An unlocked mutex holding `value`.
+        pub const fn new(value: T) -> Mutex<T> {
+            Mutex {
+                state: AtomicU8::new(0),
+                waiters: WaitQueue::new(),
+                data: UnsafeCell::new(value),
+            }
         }
     }
 
@@ -266,6 +268,91 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
 impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&**self, f)
+    }
+}
+
+/// The real mutex under loom, its waiters loom threads (see `crate::loom`): a lock handed to a
+/// parked waiter that never wakes is a deadlock loom reports, and a `lock_timeout`'s deadline
+/// passes at once, so the waiter's withdrawal races every step of the unlocker.
+#[cfg(all(test, loom))]
+mod loom {
+    use ::loom::cell::UnsafeCell;
+    use ::loom::sync::Arc;
+    use ::loom::thread;
+
+    use super::*;
+
+    /// See `sync::semaphore::loom`: the three-thread models need the bound.
+    const PREEMPTIONS: usize = 2;
+
+    /// Unlocked, nobody queued.
+    fn settled<T>(m: &Mutex<T>) {
+        assert_eq!(m.state.load(Ordering::Relaxed), 0);
+        assert!(m.waiters.lock().is_empty());
+    }
+
+    /// Two contenders and a holder: the owners' writes to a loom cell never overlap (loom
+    /// fails the model on concurrent access or a missing happens-before between owners), every
+    /// waiter gets the lock, and it ends unlocked.
+    #[test]
+    fn loom_mutex_excludes_and_hands_over() {
+        crate::loom::model_bounded(PREEMPTIONS, || {
+            let m = Arc::new(Mutex::new(UnsafeCell::new(0u32)));
+            let held = m.lock().unwrap();
+            let owners: Vec<_> = (0..2)
+                .map(|_| {
+                    let m = m.clone();
+                    thread::spawn(move || {
+                        let g = m.lock().unwrap();
+                        // SAFETY: loom checks this access against the other owners' (the
+                        // model's point).
+                        g.with_mut(|v| unsafe { *v += 1 });
+                    })
+                })
+                .collect();
+            // SAFETY: as above.
+            held.with_mut(|v| unsafe { *v += 1 });
+            drop(held);
+            for o in owners {
+                o.join().unwrap();
+            }
+            // SAFETY: every owner is joined.
+            assert_eq!(m.lock().unwrap().with(|v| unsafe { *v }), 3);
+            settled(&m);
+        });
+    }
+
+    /// A waiter that gives up racing the unlock that hands it the lock: it either owns the
+    /// lock (and unlocks it) or the lock is free; it never ends locked with no owner.
+    #[test]
+    fn loom_mutex_timed_out_waiter_does_not_swallow_the_lock() {
+        crate::loom::model_bounded(PREEMPTIONS, || {
+            let m = Arc::new(Mutex::new(()));
+            let held = m.lock().unwrap();
+            let n = m.clone();
+            let waiter = thread::spawn(move || n.lock_timeout(Duration::ZERO).is_ok());
+            drop(held);
+            waiter.join().unwrap();
+            settled(&m);
+        });
+    }
+
+    /// A waiter giving up while another stays blocked: the unlock reaches the blocked one (or
+    /// the one that gave up, which keeps the lock and then unlocks), so nobody stays parked.
+    #[test]
+    fn loom_mutex_withdrawal_does_not_strand_the_next_waiter() {
+        crate::loom::model_bounded(PREEMPTIONS, || {
+            let m = Arc::new(Mutex::new(()));
+            let held = m.lock().unwrap();
+            let n = m.clone();
+            let quitter = thread::spawn(move || drop(n.lock_timeout(Duration::ZERO)));
+            let n = m.clone();
+            let blocked = thread::spawn(move || drop(n.lock().unwrap()));
+            drop(held);
+            quitter.join().unwrap();
+            blocked.join().unwrap();
+            settled(&m);
+        });
     }
 }
 

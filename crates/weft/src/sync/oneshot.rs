@@ -11,6 +11,7 @@ use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::wait_queue::{deadline_after, wait, WaitList, Woke};
+use crate::poison::Recover;
 
 pub use super::error::{RecvError, RecvTimeoutError, TryRecvError};
 
@@ -69,7 +70,7 @@ enum Fail {
 impl<T> Shared<T> {
     /// Locks the state. Nothing that can panic runs under this lock, so poisoning is ignored.
     fn lock(&self) -> MutexGuard<'_, State<T>> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock().recover()
     }
 }
 

@@ -28,15 +28,12 @@
 //! last). If a permit was handed to it first, it keeps the permit and the acquire succeeds (see
 //! [`super::wait_queue`]), so a cancelled waiter never swallows a permit.
 
-use std::cell::UnsafeCell;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-
-use crossbeam_utils::Backoff;
 
 use super::wait_queue::{deadline_after, wait, WaitList, Wake, Woke};
 use crate::error::{Cancelled, WaitError};
+use crate::loom::{AtomicUsize, Backoff, Ordering, UnsafeCell};
 
 /// Somebody waits in the list (and then no permit is free).
 const WAITERS: usize = 1;
@@ -72,18 +69,20 @@ impl Semaphore {
     /// The most permits a semaphore can hold.
     pub const MAX_PERMITS: usize = usize::MAX >> 2;
 
-    /// A semaphore with `permits` permits free.
-    ///
-    /// # Panics
-    /// When `permits` exceeds [`Semaphore::MAX_PERMITS`].
-    pub const fn new(permits: usize) -> Semaphore {
-        assert!(
-            permits <= Semaphore::MAX_PERMITS,
-            "weft: too many semaphore permits"
-        );
-        Semaphore {
-            state: AtomicUsize::new(permits * ONE),
-            waiters: UnsafeCell::new(WaitList::new()),
+    crate::loom::const_fn_unless_loom! {
+        /// A semaphore with `permits` permits free.
+        ///
+        /// # Panics
+        /// When `permits` exceeds [`Semaphore::MAX_PERMITS`].
+        pub const fn new(permits: usize) -> Semaphore {
+            assert!(
+                permits <= Semaphore::MAX_PERMITS,
+                "weft: too many semaphore permits"
+            );
+            Semaphore {
+                state: AtomicUsize::new(permits * ONE),
+                waiters: UnsafeCell::new(WaitList::new()),
+            }
         }
     }
 
@@ -165,14 +164,15 @@ impl Semaphore {
         self.state.load(Ordering::Relaxed) / ONE
     }
 
-    /// The wait list.
+    /// Runs `f` on the wait list.
     ///
     /// # Safety
-    /// The caller set `LOCKED` and has not cleared it, and holds no other reference from here.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn list(&self) -> &mut WaitList {
-        // SAFETY: `LOCKED` makes the caller the list's only user (see the type's `Sync`).
-        unsafe { &mut *self.waiters.get() }
+    /// The caller set `LOCKED` and has not cleared it.
+    #[inline(always)]
+    unsafe fn with_list<R>(&self, f: impl FnOnce(&mut WaitList) -> R) -> R {
+        // SAFETY: `LOCKED` makes the caller the list's only user (see the type's `Sync`); the
+        // reference does not outlive `f`.
+        self.waiters.with_mut(|list| f(unsafe { &mut *list }))
     }
 
     /// Sets `LOCKED` once `WAITERS` is set and nobody holds it. Returns `false` without locking
@@ -233,7 +233,7 @@ impl Semaphore {
             }
         }
         // SAFETY: we set LOCKED just now.
-        let waiter = unsafe { self.list() }.push();
+        let waiter = unsafe { self.with_list(|list| list.push()) };
         // LOCKED | WAITERS with no permit: nobody else changes the word (module invariants).
         self.state.store(WAITERS, Ordering::Release);
         let woke = wait(&waiter, deadline, || {
@@ -242,9 +242,9 @@ impl Semaphore {
                 return false;
             }
             // SAFETY: we set LOCKED just now.
-            let list = unsafe { self.list() };
-            let removed = list.remove(&waiter);
-            let next = if list.is_empty() { 0 } else { WAITERS };
+            let (removed, empty) =
+                unsafe { self.with_list(|list| (list.remove(&waiter), list.is_empty())) };
+            let next = if empty { 0 } else { WAITERS };
             self.state.store(next, Ordering::Release);
             removed
         });
@@ -266,24 +266,24 @@ impl Semaphore {
         // hand-off allocates nothing.
         let mut first: Option<Wake> = None;
         let mut more: Vec<Wake> = Vec::new();
-        // SAFETY: we set LOCKED just now.
-        let list = unsafe { self.list() };
         let mut left = n;
-        while left > 0 {
-            let Some(wake) = list.notify_one() else { break };
-            if first.is_none() {
-                first = Some(wake);
-            } else {
-                more.push(wake);
-            }
-            left -= 1;
-        }
-        // LOCKED | WAITERS with no permit: nobody else changes the word (module invariants).
-        let next = if list.is_empty() {
-            add(0, left)
-        } else {
-            WAITERS
+        // SAFETY: we set LOCKED just now.
+        let empty = unsafe {
+            self.with_list(|list| {
+                while left > 0 {
+                    let Some(wake) = list.notify_one() else { break };
+                    if first.is_none() {
+                        first = Some(wake);
+                    } else {
+                        more.push(wake);
+                    }
+                    left -= 1;
+                }
+                list.is_empty()
+            })
         };
+        // LOCKED | WAITERS with no permit: nobody else changes the word (module invariants).
+        let next = if empty { add(0, left) } else { WAITERS };
         self.state.store(next, Ordering::Release);
         if let Some(wake) = first {
             wake.wake();
@@ -310,6 +310,104 @@ impl fmt::Debug for Semaphore {
             .field("permits", &(state / ONE))
             .field("waiters", &(state & WAITERS != 0))
             .finish()
+    }
+}
+
+/// The real semaphore under loom, its waiters loom threads (see `crate::loom`): a blocked
+/// `acquire` is a parked loom thread, so a lost wake-up is a deadlock loom reports, and an
+/// `acquire_timeout`'s deadline passes at once, so the waiter's withdrawal races every step of
+/// the releaser. The wait list sits in loom's `UnsafeCell`, so two threads in it at once (a
+/// broken `LOCKED` bit) fail the model too.
+#[cfg(all(test, loom))]
+mod loom {
+    use ::loom::cell::UnsafeCell;
+    use ::loom::sync::Arc;
+    use ::loom::thread;
+
+    use super::*;
+
+    /// Two preemptions per execution (tokio's bound for its loom runs): the three-thread
+    /// models, whose waiters spin on `LOCKED`, finish in under a second at 2 and run for more
+    /// than ten minutes at 3.
+    const PREEMPTIONS: usize = 2;
+
+    /// No `LOCKED`, no `WAITERS`: `permits` free and nobody queued.
+    fn settled(s: &Semaphore, permits: usize) {
+        assert_eq!(s.state.load(Ordering::Relaxed), permits * ONE);
+    }
+
+    #[test]
+    fn loom_semaphore_release_wakes_a_blocked_acquire() {
+        crate::loom::model_bounded(PREEMPTIONS, || {
+            let s = Arc::new(Semaphore::new(0));
+            let t = s.clone();
+            let waiter = thread::spawn(move || t.acquire().unwrap());
+            s.release();
+            waiter.join().unwrap();
+            settled(&s, 0);
+        });
+    }
+
+    /// One permit, two contenders besides the main thread: the holders' writes to a loom cell
+    /// never overlap (loom fails the model on concurrent access or a missing happens-before
+    /// from one holder's release to the next one's acquire), and the permit comes back.
+    #[test]
+    fn loom_semaphore_permits_never_exceed_the_count() {
+        crate::loom::model_bounded(PREEMPTIONS, || {
+            let s = Arc::new((Semaphore::new(1), UnsafeCell::new(0u32)));
+            let holders: Vec<_> = (0..2)
+                .map(|_| {
+                    let s = s.clone();
+                    thread::spawn(move || {
+                        s.0.acquire().unwrap();
+                        // SAFETY: loom checks this access against the other holder's (the
+                        // model's point).
+                        s.1.with_mut(|held| unsafe { *held += 1 });
+                        s.0.release();
+                    })
+                })
+                .collect();
+            for h in holders {
+                h.join().unwrap();
+            }
+            // SAFETY: both holders are joined.
+            assert_eq!(s.1.with(|held| unsafe { *held }), 2);
+            settled(&s.0, 1);
+        });
+    }
+
+    /// A waiter that gives up racing the release that hands it the permit: either it got the
+    /// permit (and reports success) or the permit is still there. Never both, never neither.
+    #[test]
+    fn loom_semaphore_timed_out_waiter_does_not_swallow_a_permit() {
+        crate::loom::model_bounded(PREEMPTIONS, || {
+            let s = Arc::new(Semaphore::new(0));
+            let t = s.clone();
+            let waiter = thread::spawn(move || t.acquire_timeout(Duration::ZERO).is_ok());
+            s.release();
+            let got = waiter.join().unwrap();
+            settled(&s, usize::from(!got));
+        });
+    }
+
+    /// A waiter giving up while another stays blocked: the release reaches the blocked one
+    /// (or the one that gave up, which keeps it and then gives another), so nobody is left
+    /// parked and no permit is lost or invented.
+    #[test]
+    fn loom_semaphore_withdrawal_does_not_strand_the_next_waiter() {
+        crate::loom::model_bounded(PREEMPTIONS, || {
+            let s = Arc::new(Semaphore::new(0));
+            let t = s.clone();
+            let quitter = thread::spawn(move || t.acquire_timeout(Duration::ZERO).is_ok());
+            let t = s.clone();
+            let blocked = thread::spawn(move || t.acquire().unwrap());
+            s.release();
+            if quitter.join().unwrap() {
+                s.release();
+            }
+            blocked.join().unwrap();
+            settled(&s, 0);
+        });
     }
 }
 

@@ -8,11 +8,11 @@
 //! for a new round since).
 
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::wait_queue::{deadline_after, wait, WaitQueue, Woke};
 use crate::error::{Cancelled, WaitError};
+use crate::loom::{AtomicUsize, Ordering};
 
 /// Waits until a counter of outstanding tasks drops to zero.
 ///
@@ -39,11 +39,13 @@ pub struct WaitGroup {
 }
 
 impl WaitGroup {
-    /// A group with nothing outstanding.
-    pub const fn new() -> WaitGroup {
-        WaitGroup {
-            count: AtomicUsize::new(0),
-            waiters: WaitQueue::new(),
+    crate::loom::const_fn_unless_loom! {
+        /// A group with nothing outstanding.
+        pub const fn new() -> WaitGroup {
+            WaitGroup {
+                count: AtomicUsize::new(0),
+                waiters: WaitQueue::new(),
+            }
         }
     }
 
@@ -129,6 +131,49 @@ impl fmt::Debug for WaitGroup {
         f.debug_struct("WaitGroup")
             .field("count", &self.count())
             .finish()
+    }
+}
+
+/// The real wait group under loom: `done` decrements outside the queue's lock and the waiter
+/// re-checks the count under it, so the last `done` either is seen by that re-check or finds
+/// the waiter queued; a lost wake-up is a deadlock loom reports. Each worker's write must be
+/// visible to the waiter once `wait` returns (loom checks the cells' happens-before).
+#[cfg(all(test, loom))]
+mod loom {
+    use ::loom::cell::UnsafeCell;
+    use ::loom::sync::Arc;
+    use ::loom::thread;
+
+    use super::*;
+
+    #[test]
+    fn loom_wait_group_wait_sees_the_last_done() {
+        ::loom::model(|| {
+            let wg = Arc::new((
+                WaitGroup::new(),
+                [UnsafeCell::new(0u32), UnsafeCell::new(0)],
+            ));
+            wg.0.add(2);
+            let workers: Vec<_> = (0..2)
+                .map(|i| {
+                    let wg = wg.clone();
+                    thread::spawn(move || {
+                        // SAFETY: worker `i`'s own cell; loom checks it against the waiter's
+                        // read (the model's point).
+                        wg.1[i].with_mut(|v| unsafe { *v += 1 });
+                        wg.0.done();
+                    })
+                })
+                .collect();
+            wg.0.wait().unwrap();
+            // SAFETY: `wait` returned, so both workers' writes happened before (or loom fails).
+            let sum: u32 = wg.1.iter().map(|c| c.with(|v| unsafe { *v })).sum();
+            assert_eq!(sum, 2);
+            for w in workers {
+                w.join().unwrap();
+            }
+            assert!(wg.0.waiters.lock().is_empty());
+        });
     }
 }
 

@@ -45,7 +45,9 @@
 
 use std::time::{Duration, Instant};
 
+use crate::loom::{Mutex, MutexGuard};
 use crate::park::{park, Parked, Unparker, WaitNode};
+use crate::poison::Recover;
 
 /// One fiber or thread waiting in a [`WaitList`]: its own node, which it keeps alive by being
 /// alive (a fiber's node is in its record, a thread's in a thread-local).
@@ -225,8 +227,9 @@ impl WaitList {
     /// can play several waiters.
     #[cfg(test)]
     pub(crate) fn push_detached(&mut self) -> Waiter {
-        let node: &'static WaitNode =
-            Box::leak(Box::new(WaitNode::for_thread(std::thread::current())));
+        let node: &'static WaitNode = Box::leak(Box::new(WaitNode::for_thread(
+            crate::loom::thread::current(),
+        )));
         self.link(node);
         Waiter(node)
     }
@@ -259,19 +262,21 @@ impl Drop for WaitList {
 #[derive(Debug, Default)]
 pub(crate) struct WaitQueue {
     /// Held only for a push, a pop or a removal, never while anyone parks.
-    list: std::sync::Mutex<WaitList>,
+    list: Mutex<WaitList>,
 }
 
 impl WaitQueue {
-    pub(crate) const fn new() -> WaitQueue {
-        WaitQueue {
-            list: std::sync::Mutex::new(WaitList::new()),
+    crate::loom::const_fn_unless_loom! {
+        pub(crate) const fn new() -> WaitQueue {
+            WaitQueue {
+                list: Mutex::new(WaitList::new()),
+            }
         }
     }
 
-    /// Locks the list. Nothing that can panic runs under this lock, so poisoning is ignored.
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, WaitList> {
-        self.list.lock().unwrap_or_else(|p| p.into_inner())
+    /// Locks the list (pushes, pops and removals only: see `crate::poison`).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, WaitList> {
+        self.list.lock().recover()
     }
 }
 

@@ -25,12 +25,12 @@
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{DriverShared, PollMode};
 use crate::io::op::{Completion, Dir, ACK, DONE};
+use crate::loom::{AtomicU64, Ordering, StaticAtomicBool, StaticAtomicU64};
 
 /// `data` of the waker's entry (descriptor numbers are non-negative `i32`s).
 const WAKER: u64 = u64::MAX;
@@ -42,10 +42,10 @@ const POLL_INTERVAL: u64 = 61;
 
 /// Whether `epoll_pwait2` is worth trying: cleared for good the first time it says `ENOSYS`
 /// or `EPERM`.
-static PWAIT2: AtomicBool = AtomicBool::new(true);
+static PWAIT2: StaticAtomicBool = StaticAtomicBool::new(true);
 
 /// Numbers the epoll instances of the process, so a [`Registration`] can name them.
-static NEXT_EPOLL_ID: AtomicU64 = AtomicU64::new(0);
+static NEXT_EPOLL_ID: StaticAtomicU64 = StaticAtomicU64::new(0);
 
 /// Which processors' epoll instances already watch a socket: bit `i` for the instance numbered
 /// `i < 64`. Instances numbered 64 and up (only after many clusters came and went) always try
@@ -58,9 +58,11 @@ static NEXT_EPOLL_ID: AtomicU64 = AtomicU64::new(0);
 pub struct Registration(AtomicU64);
 
 impl Registration {
-    /// Watched by no epoll yet.
-    pub const fn new() -> Registration {
-        Registration(AtomicU64::new(0))
+    crate::loom::const_fn_unless_loom! {
+        /// Watched by no epoll yet.
+        pub const fn new() -> Registration {
+            Registration(AtomicU64::new(0))
+        }
     }
 }
 

@@ -24,12 +24,13 @@ pub(crate) mod uring;
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::op::Completion;
 use super::IoBackend;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::loom::{AtomicBool, Mutex, Ordering, StaticAtomicU64};
+use crate::poison::Recover;
 
 /// Ends a processor's sleep from any thread: an eventfd the driver always watches.
 ///
@@ -74,7 +75,7 @@ impl Waker {
 }
 
 /// Cancellations forwarded to another processor's driver since the process started.
-pub(crate) static FORWARDED_CANCELS: AtomicU64 = AtomicU64::new(0);
+pub(crate) static FORWARDED_CANCELS: StaticAtomicU64 = StaticAtomicU64::new(0);
 
 /// The part of a driver other threads may touch.
 pub(crate) struct DriverShared {
@@ -99,10 +100,7 @@ impl DriverShared {
     /// Asks the owning processor to cancel the operation of `record` (from another thread).
     pub(crate) fn request_cancel(&self, record: *const Completion) {
         FORWARDED_CANCELS.fetch_add(1, Ordering::Relaxed);
-        self.cancels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(record as usize);
+        self.cancels.lock().recover().push(record as usize);
         self.has_cancels.store(true, Ordering::Release);
         self.waker.wake();
     }
@@ -122,7 +120,7 @@ impl DriverShared {
 
     #[inline(never)]
     fn take_cancels_locked(&self, into: &mut Vec<usize>) {
-        let mut list = self.cancels.lock().unwrap_or_else(|p| p.into_inner());
+        let mut list = self.cancels.lock().recover();
         self.has_cancels.store(false, Ordering::Relaxed);
         into.append(&mut list);
     }
@@ -224,5 +222,41 @@ impl Driver {
             Driver::Uring(u) => u.cancel(record),
             Driver::Epoll(e) => e.cancel(record),
         }
+    }
+}
+
+/// The forwarded-cancel queue under loom: a record pushed by another thread while the owner
+/// polls is taken by that poll or stays announced by `has_cancels` for the next one (the
+/// canceller wakes the owner for it), and is taken exactly once.
+#[cfg(all(test, loom))]
+mod loom {
+    use ::loom::sync::Arc;
+    use ::loom::thread;
+
+    use super::*;
+
+    #[test]
+    fn loom_forwarded_cancels_are_taken_once_and_not_stranded() {
+        crate::loom::model_bounded(2, || {
+            let waker = std::sync::Arc::new(Waker::new(IoBackend::Epoll).unwrap());
+            let shared = Arc::new(DriverShared::new(waker));
+            let cancellers: Vec<_> = [0x40usize, 0x80]
+                .into_iter()
+                .map(|record| {
+                    let s = shared.clone();
+                    thread::spawn(move || s.request_cancel(record as *const Completion))
+                })
+                .collect();
+            let mut taken = Vec::new();
+            shared.take_cancels(&mut taken);
+            for c in cancellers {
+                c.join().unwrap();
+            }
+            // The poll the cancellers' wake-ups bring about.
+            shared.take_cancels(&mut taken);
+            taken.sort_unstable();
+            assert_eq!(taken, [0x40, 0x80]);
+            assert!(!shared.has_cancels());
+        });
     }
 }
