@@ -4,8 +4,7 @@
 //! loom-shaped `UnsafeCell` so the same code compiles both ways). Every atomic in weft is
 //! imported from here, never from `std::sync::atomic` directly, so `RUSTFLAGS="--cfg loom"
 //! cargo test -p weft --release --lib loom` explores the interleavings of whatever protocol
-//! uses it. (Not yet: the sockets' timeout and flag words in `net/`; test scaffolding outside
-//! the models keeps std's, as it runs outside any model.)
+//! uses it. (Test scaffolding outside the models keeps std's, as it runs outside any model.)
 //!
 //! One kind of atomic cannot be a loom object: a `static` outlives every loom execution, and
 //! loom's objects live in one. Statics use the `StaticAtomic*` names below (std's types in every
@@ -21,7 +20,9 @@
 //! (`fiber::park_state::loom`), the idle-sleep handshake (`runtime::idle::loom`), the I/O
 //! operation protocol's state and result words (`io::op_state::loom`), the semaphore
 //! (`sync::semaphore::loom`), the mutex's lock word and wait queue (`sync::mutex::loom`), the
-//! wait group (`sync::wait_group::loom`) and the forwarded-cancel queue (`io::driver::loom`). Those models run the real code: a waiter in
+//! wait group (`sync::wait_group::loom`), the forwarded-cancel queue (`io::driver::loom`) and
+//! the write-behind completion hand-off (`io::behind_state::loom`). Those models run the real
+//! code: a waiter in
 //! them is a loom thread parked through [`thread`], and a deadline passes at once (loom has no
 //! clock), so giving up races every step of the notifier. A lost wake-up shows as loom's
 //! "deadlock" panic, after which the test binary aborts (loom's thread-local destructor panics

@@ -8,9 +8,9 @@
 //! Invariant: the descriptor is `Some` for the handle's whole life; it is taken only by
 //! [`SendSide::into_socket`] and by `Drop`.
 
+use crate::loom::AtomicU64;
 use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -3,8 +3,8 @@
 //! Invariant: every function here returns only once the kernel is done with the buffer it was
 //! given (the guarantee of [`op::run`]).
 
+use crate::loom::{AtomicU64, Ordering};
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use io_uring::{opcode, types::Fd};
@@ -179,7 +179,7 @@ macro_rules! stream_plumbing {
             ) -> std::io::Result<()> {
                 self.read_timeout_ns.store(
                     $crate::net::sockio::timeout_ns(timeout)?,
-                    std::sync::atomic::Ordering::Relaxed,
+                    $crate::loom::Ordering::Relaxed,
                 );
                 Ok(())
             }
@@ -192,7 +192,7 @@ macro_rules! stream_plumbing {
             ) -> std::io::Result<()> {
                 self.send.timeout_ns().store(
                     $crate::net::sockio::timeout_ns(timeout)?,
-                    std::sync::atomic::Ordering::Relaxed,
+                    $crate::loom::Ordering::Relaxed,
                 );
                 Ok(())
             }

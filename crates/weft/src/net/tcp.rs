@@ -1,9 +1,9 @@
 //! TCP listeners and streams.
 
+use crate::loom::{AtomicBool, AtomicU64, Ordering};
 use std::io::{self, IoSliceMut, Read};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use io_uring::{opcode, types::Fd};

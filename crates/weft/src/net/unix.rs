@@ -5,12 +5,12 @@
 //! stream's timeouts and fiber cancellation and returns only once the kernel is done with the
 //! caller's buffers. Addresses are returned as `std::os::unix::net::SocketAddr`.
 
+use crate::loom::AtomicU64;
 use std::io::{self, IoSliceMut, Read};
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
 
 use io_uring::{opcode, types::Fd};
 use socket2::{Domain, SockAddr, Socket, Type};
