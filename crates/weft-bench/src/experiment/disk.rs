@@ -127,19 +127,7 @@ pub fn run_points(
                 let (program, args) = match server {
                     "weft" => (
                         settings.weft_exe.clone(),
-                        [
-                            "http",
-                            "--root",
-                            &disk.root.display().to_string(),
-                            "--listen",
-                            &addr.to_string(),
-                            "--processors",
-                            "1",
-                            "--max-connections",
-                            "20000",
-                        ]
-                        .map(String::from)
-                        .to_vec(),
+                        super::weft_http_args(&disk.root.display().to_string(), &addr.to_string()),
                     ),
                     _ => {
                         let conf = logs.join(format!("{}.conf", file_name(server)));
@@ -256,16 +244,7 @@ pub fn run(mut settings: Settings, limit_mib: u64, rates: Vec<f64>) -> anyhow::R
         println!("{}", output::summary(&points));
     }
     files.push(settings.out.join("disk.jsonl"));
-    println!(
-        "{} points in {:.0} s; wrote {}",
-        points.len(),
-        started.elapsed().as_secs_f64(),
-        files
-            .iter()
-            .map(|f| f.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    output::print_written(points.len(), started, &files);
     outcome
 }
 

@@ -189,6 +189,23 @@ pub struct Options {
 }
 
 /// Runs the experiment `options` name, printing what `weft experiment` prints.
+/// `weft http`'s arguments in every experiment: one processor, room for 20,000 connections.
+pub(crate) fn weft_http_args(root: &str, listen: &str) -> Vec<String> {
+    [
+        "http",
+        "--root",
+        root,
+        "--listen",
+        listen,
+        "--processors",
+        "1",
+        "--max-connections",
+        "20000",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 pub fn run(options: Options) -> anyhow::Result<()> {
     if options.kind == Kind::Study {
         return study::run(&options.out, options.runs.unwrap_or(3), &options.schedulers);

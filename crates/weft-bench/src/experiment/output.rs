@@ -176,6 +176,20 @@ pub fn write_plots(out: &Path, points: &[Point]) -> anyhow::Result<Vec<PathBuf>>
 }
 
 /// A markdown table: per experiment, panel, server and target, the medians.
+/// The closing line of a run: how many points, how long, which files.
+pub fn print_written(points: usize, started: std::time::Instant, files: &[PathBuf]) {
+    println!(
+        "{} points in {:.0} s; wrote {}",
+        points,
+        started.elapsed().as_secs_f64(),
+        files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}
+
 pub fn summary(points: &[Point]) -> String {
     let mut s = String::new();
     for (experiment, grouped) in group(points) {

@@ -84,18 +84,7 @@ pub fn thesis_max_connections() -> u32 {
 pub fn http_servers(settings: &Settings, notes: &mut Vec<String>) -> Vec<Server> {
     let mut servers = Vec::new();
     {
-        let args = [
-            "http",
-            "--root",
-            "{root}",
-            "--listen",
-            "127.0.0.1:{port}",
-            "--processors",
-            "1",
-            "--max-connections",
-            "20000",
-        ]
-        .map(String::from);
+        let args = super::weft_http_args("{root}", "127.0.0.1:{port}");
         servers.extend(weft_variants(settings, &args, notes));
     }
     if settings.peers {
@@ -481,16 +470,7 @@ pub fn run(kind: Kind, settings: &Settings) -> anyhow::Result<()> {
     for note in &notes {
         println!("note: {note}");
     }
-    println!(
-        "{} points in {:.0} s; wrote {}",
-        points.len(),
-        started.elapsed().as_secs_f64(),
-        files
-            .iter()
-            .map(|f| f.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    output::print_written(points.len(), started, &files);
     outcome
 }
 

@@ -105,14 +105,8 @@ pub fn run(
         let md = settings.out.join("threads-summary.md");
         std::fs::write(&md, &table).with_context(|| format!("writing {}", md.display()))?;
         println!("{table}");
-        println!(
-            "{} points in {:.0} s; wrote {}, {}, {}",
-            records.len(),
-            started.elapsed().as_secs_f64(),
-            settings.out.join("threads.jsonl").display(),
-            svg.display(),
-            md.display()
-        );
+        let files = [settings.out.join("threads.jsonl"), svg, md];
+        super::output::print_written(records.len(), started, &files);
     }
     outcome
 }
@@ -195,19 +189,7 @@ impl Point<'_> {
         let port = process::free_port()?;
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         let mut args: Vec<String> = match self.server {
-            "http" => [
-                "http",
-                "--root",
-                &self.root.display().to_string(),
-                "--listen",
-                &addr.to_string(),
-                "--processors",
-                "1",
-                "--max-connections",
-                "20000",
-            ]
-            .map(String::from)
-            .to_vec(),
+            "http" => super::weft_http_args(&self.root.display().to_string(), &addr.to_string()),
             _ => {
                 let mut a = vec!["memcached".to_string()];
                 a.extend(process::memcached_flags(&port.to_string(), 1024, 20000));
