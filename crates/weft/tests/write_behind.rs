@@ -235,8 +235,10 @@ fn the_error_of_a_send_behind_surfaces_on_a_later_write_or_flush() {
         let addr = listener.local_addr().unwrap();
         let c = cluster(backend, 2);
         let closer = std::thread::spawn(move || {
-            let (s, _) = listener.accept().unwrap();
-            // Close with a reset, unread data or not.
+            let (mut s, _) = listener.accept().unwrap();
+            // Once the client's connect has surely completed (it sent a byte), close with a
+            // reset. (Resetting at once can fail the connect itself with ECONNRESET.)
+            s.read_exact(&mut [0u8; 1]).unwrap();
             socket2::SockRef::from(&s)
                 .set_linger(Some(Duration::ZERO))
                 .unwrap();
@@ -245,6 +247,7 @@ fn the_error_of_a_send_behind_surfaces_on_a_later_write_or_flush() {
         let err = c
             .spawn(move || {
                 let mut s = TcpStream::connect(addr).unwrap();
+                s.write_all(b"x").and_then(|()| s.flush()).unwrap();
                 closer.join().unwrap();
                 for _ in 0..1_000 {
                     let r = s.write_all(&[1u8; 100]).and_then(|()| s.flush());
