@@ -9,6 +9,7 @@
 //! [`SendSide::into_socket`] and by `Drop`.
 
 use crate::loom::AtomicU64;
+use std::cell::OnceCell;
 use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -77,9 +78,11 @@ impl SendSide {
         bufs: &[IoSlice<'_>],
     ) -> io::Result<usize> {
         let fd = self.sock().as_raw_fd();
-        let deadline = self.deadline();
+        // Read the clock only if a send may block: a write sent behind never does.
+        let deadline = OnceCell::new();
+        let deadline = || *deadline.get_or_init(|| self.deadline());
         let mut claim = self.slot.claim();
-        claim.settle(|rest| sockio::send_now(fd, reg, rest, deadline))?;
+        claim.settle(|rest| sockio::send_now(fd, reg, rest, deadline()))?;
         let total = bufs.iter().try_fold(0usize, |n, b| n.checked_add(b.len()));
         if let Some(total @ 1..=behind::MAX_BYTES) = total {
             if !crate::fiber::is_cancelled() {
@@ -95,8 +98,8 @@ impl SendSide {
         }
         drop(claim);
         match bufs {
-            [one] => sockio::send_now(fd, reg, one, deadline),
-            _ => sockio::send_vectored_now(fd, reg, bufs, deadline),
+            [one] => sockio::send_now(fd, reg, one, deadline()),
+            _ => sockio::send_vectored_now(fd, reg, bufs, deadline()),
         }
     }
 
@@ -104,10 +107,11 @@ impl SendSide {
     /// byte written before is with the kernel, or the error that stopped it is returned.
     pub(crate) fn settle(&self, reg: &Registration) -> io::Result<()> {
         let fd = self.sock().as_raw_fd();
-        let deadline = self.deadline();
-        self.slot
-            .claim()
-            .settle(|rest| sockio::send_now(fd, reg, rest, deadline))
+        let deadline = OnceCell::new();
+        self.slot.claim().settle(|rest| {
+            let deadline = *deadline.get_or_init(|| self.deadline());
+            sockio::send_now(fd, reg, rest, deadline)
+        })
     }
 
     /// The socket, once every write is settled (`into_raw_fd`, `OwnedFd::from`).
