@@ -8,9 +8,10 @@
 //!
 //! Every point starts from a fresh server and a cold page cache, with the load of the
 //! static experiment (`weft load http`, httperf-style sessions of one request, a 2 s client
-//! timeout); the order of the servers flips every round. Each point also records the bytes
-//! the file set's block device read while it ran and the cgroup's memory at the end, which
-//! show whether the run was in fact disk-bound.
+//! timeout), in the order of [`super::schedule`]: each round every rate once, the servers one
+//! after another at each rate, the first one rotating from round to round. Each point also
+//! records the bytes the file set's block device read while it ran and the cgroup's memory at
+//! the end, which show whether the run was in fact disk-bound.
 //!
 //! Invariant: the cgroup exists only while [`run_points`] does (its guard removes it after the last
 //! server stopped), and every server is a [`Running`] guard killed by PID.
@@ -80,7 +81,8 @@ pub fn drop_caches() -> anyhow::Result<()> {
         .context("writing 3 to /proc/sys/vm/drop_caches (needs root)")
 }
 
-/// Runs `rounds` × rates × servers; appends every record to OUT/disk.jsonl as it goes.
+/// Runs rounds × rates × servers in the order of [`super::schedule`]; appends every record to
+/// OUT/disk.jsonl as it goes.
 pub fn run_points(
     settings: &Settings,
     disk: &Disk,
@@ -108,81 +110,73 @@ pub fn run_points(
         load: Load::Static,
     };
     let device = block_device_stat(&disk.root)?;
-    for run in 0..settings.runs {
-        for &rate in &disk.rates {
-            let mut order = SERVERS.to_vec();
-            if run % 2 == 1 {
-                order.reverse();
-            }
-            for server in order {
-                if interrupted.load(Ordering::Relaxed) {
-                    bail!("interrupted");
-                }
-                if server != "weft" && nginx.is_none() {
-                    continue;
-                }
-                drop_caches()?;
-                let port = process::free_port()?;
-                let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-                let (program, args) = match server {
-                    "weft" => (
-                        settings.weft_exe.clone(),
-                        super::weft_http_args(&disk.root.display().to_string(), &addr.to_string()),
-                    ),
-                    _ => {
-                        let conf = logs.join(format!("{}.conf", file_name(server)));
-                        let mut text = weft_load::nginx::config(&logs, port, &disk.root, "");
-                        if server == "nginx aio threads" {
-                            text = text
-                                .replace("  sendfile on;\n", "  sendfile on;\n  aio threads;\n");
-                        }
-                        std::fs::write(&conf, text)?;
-                        let args = vec![
-                            "-c".to_string(),
-                            conf.display().to_string(),
-                            "-e".to_string(),
-                            logs.join("nginx-error.log").display().to_string(),
-                        ];
-                        (nginx.clone().expect("checked above"), args)
-                    }
-                };
-                let log = logs.join(format!("disk-{}.log", file_name(server)));
-                let mut running = Running::start(server, &program, &args, server_cpu, log)?;
-                group.add(running.pid())?;
-                running.wait_for_port(addr, Duration::from_secs(10))?;
-                let before = read_sectors(&device);
-                let point = super::sweeps::measure(
-                    settings,
-                    &sweep,
-                    server,
-                    addr,
-                    rate,
-                    run,
-                    load_cpu,
-                    interrupted,
-                )?;
-                let after = read_sectors(&device);
-                let cgroup_bytes = group.current().unwrap_or(0);
-                running.stop();
-                let record = Record {
-                    point,
-                    disk_read_bytes: after.saturating_sub(before) * 512,
-                    cgroup_bytes,
-                };
-                eprintln!(
-                    "run {} {server} @ {rate}: {:.0} replies/s, {:.2} % errors, p99 {} us, \
-                     disk read {} MiB, cgroup {} MiB",
-                    run + 1,
-                    record.point.actual,
-                    record.point.error_rate_pct,
-                    record.point.p99_us,
-                    record.disk_read_bytes >> 20,
-                    record.cgroup_bytes >> 20
-                );
-                writeln!(sink, "{}", serde_json::to_string(&record)?)?;
-                records.push(record);
-            }
+    for turn in super::schedule(settings.runs, disk.rates.len(), SERVERS.len()) {
+        let (run, rate, server) = (turn.round, disk.rates[turn.rate], SERVERS[turn.server]);
+        if interrupted.load(Ordering::Relaxed) {
+            bail!("interrupted");
         }
+        if server != "weft" && nginx.is_none() {
+            continue;
+        }
+        drop_caches()?;
+        let port = process::free_port()?;
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let (program, args) = match server {
+            "weft" => (
+                settings.weft_exe.clone(),
+                super::weft_http_args(&disk.root.display().to_string(), &addr.to_string()),
+            ),
+            _ => {
+                let conf = logs.join(format!("{}.conf", file_name(server)));
+                let mut text = weft_load::nginx::config(&logs, port, &disk.root, "");
+                if server == "nginx aio threads" {
+                    text = text.replace("  sendfile on;\n", "  sendfile on;\n  aio threads;\n");
+                }
+                std::fs::write(&conf, text)?;
+                let args = vec![
+                    "-c".to_string(),
+                    conf.display().to_string(),
+                    "-e".to_string(),
+                    logs.join("nginx-error.log").display().to_string(),
+                ];
+                (nginx.clone().expect("checked above"), args)
+            }
+        };
+        let log = logs.join(format!("disk-{}.log", file_name(server)));
+        let mut running = Running::start(server, &program, &args, server_cpu, log)?;
+        group.add(running.pid())?;
+        running.wait_for_port(addr, Duration::from_secs(10))?;
+        let before = read_sectors(&device);
+        let point = super::sweeps::measure(
+            settings,
+            &sweep,
+            server,
+            addr,
+            rate,
+            run,
+            load_cpu,
+            interrupted,
+        )?;
+        let after = read_sectors(&device);
+        let cgroup_bytes = group.current().unwrap_or(0);
+        running.stop();
+        let record = Record {
+            point,
+            disk_read_bytes: after.saturating_sub(before) * 512,
+            cgroup_bytes,
+        };
+        eprintln!(
+            "run {} {server} @ {rate}: {:.0} replies/s, {:.2} % errors, p99 {} us, \
+             disk read {} MiB, cgroup {} MiB",
+            run + 1,
+            record.point.actual,
+            record.point.error_rate_pct,
+            record.point.p99_us,
+            record.disk_read_bytes >> 20,
+            record.cgroup_bytes >> 20
+        );
+        writeln!(sink, "{}", serde_json::to_string(&record)?)?;
+        records.push(record);
     }
     Ok(())
 }
@@ -235,6 +229,18 @@ pub fn run(mut settings: Settings, limit_mib: u64, rates: Vec<f64>) -> anyhow::R
             seconds: started.elapsed().as_secs_f64(),
             notes,
             settings: settings.describe(),
+            design: "The server runs on CPU 0 in a memory cgroup, the load generator on CPU 1 \
+                     (when there are two CPUs). Every point starts a fresh server after the \
+                     page cache was dropped; each round visits every offered load once and, at \
+                     each, measures the servers one after another, the first one changing from \
+                     round to round (see `experiment::schedule`). The runs of a point are \
+                     these rounds."
+                .into(),
+            raw: {
+                let mut raw = output::sweep_raw();
+                raw.push("disk.jsonl".into());
+                raw
+            },
         };
         files.push(
             output::write_report(&settings.out, &points, &plots, &info)

@@ -5,8 +5,9 @@
 //!
 //! One module per job: [`sweeps`] (the rate sweeps of `memcached`, `updates`, `static` and
 //! `quick`), [`disk`], [`threads`], [`study`]; what they share: [`output`] and [`plot`]
-//! (results, figures, the report). [`run`] takes the command line's [`Options`] and
-//! dispatches.
+//! (results, figures, the report), and [`schedule`], the order in which every experiment
+//! measures its points (the servers compared one right after another at each rate, round by
+//! round). [`run`] takes the command line's [`Options`] and dispatches.
 //!
 //! Every child is a [`crate::process::Running`] guard, so an error or Ctrl-C (checked between and
 //! during points) kills every process the run started, by PID. Load generators run as
@@ -135,6 +136,40 @@ impl Settings {
             self.client_timeout_s
         )
     }
+}
+
+/// One point of a run's order: the round, the index of the rate (or setting) and the index of
+/// the server (or mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Turn {
+    pub round: usize,
+    pub rate: usize,
+    pub server: usize,
+}
+
+/// The order in which an experiment measures `rounds` × `rates` × `servers` points, so that
+/// servers compared are measured side by side: round after round, every rate once a round,
+/// and at each rate every server one right after the other, in [`server_order`]. Drift on the
+/// machine (a noisy neighbour, a warm-up of the host) then lands on all servers alike, and
+/// the rounds give each point's min, median and max.
+pub fn schedule(rounds: usize, rates: usize, servers: usize) -> Vec<Turn> {
+    let mut turns = Vec::with_capacity(rounds * rates * servers);
+    for round in 0..rounds {
+        for rate in 0..rates {
+            turns.extend(server_order(servers, round).into_iter().map(|server| Turn {
+                round,
+                rate,
+                server,
+            }));
+        }
+    }
+    turns
+}
+
+/// The order of `servers` servers in round `round` (from 0): rotated by the round, so each
+/// goes first in turn (with two: A B, then B A, then A B …).
+pub fn server_order(servers: usize, round: usize) -> Vec<usize> {
+    (0..servers).map(|i| (i + round) % servers).collect()
 }
 
 /// Requests per session of the static experiments: the thesis's httperf sessions read some
@@ -287,4 +322,45 @@ pub fn run(options: Options) -> anyhow::Result<()> {
         return disk::run(settings, options.memory_limit_mib, rates);
     }
     sweeps::run(kind, &settings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schedule_alternates_servers_at_every_rate_and_rotates_who_goes_first() {
+        let order: Vec<(usize, usize, usize)> = schedule(3, 2, 2)
+            .into_iter()
+            .map(|t| (t.round, t.rate, t.server))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (0, 0, 0),
+                (0, 0, 1),
+                (0, 1, 0),
+                (0, 1, 1),
+                (1, 0, 1),
+                (1, 0, 0),
+                (1, 1, 1),
+                (1, 1, 0),
+                (2, 0, 0),
+                (2, 0, 1),
+                (2, 1, 0),
+                (2, 1, 1),
+            ]
+        );
+        assert_eq!(server_order(3, 0), [0, 1, 2]);
+        assert_eq!(server_order(3, 1), [1, 2, 0]);
+        assert_eq!(server_order(3, 2), [2, 0, 1]);
+        assert_eq!(server_order(1, 5), [0]);
+        // Every (round, rate, server) exactly once.
+        let mut all = schedule(4, 5, 3);
+        assert_eq!(all.len(), 60);
+        all.sort_by_key(|t| (t.round, t.rate, t.server));
+        all.dedup();
+        assert_eq!(all.len(), 60);
+        assert!(schedule(0, 5, 3).is_empty() && schedule(2, 5, 0).is_empty());
+    }
 }

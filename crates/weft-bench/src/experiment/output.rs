@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::plot::{self, Axes, Panel, Series};
+use super::plot::{self, Axes, Panel, Series, Unit};
 use super::Point;
 use crate::stats::median_min_max;
 
@@ -97,75 +97,75 @@ fn panels(grouped: &Grouped<'_>, f: impl Fn(&Point) -> f64) -> Vec<Panel> {
 }
 
 /// One figure: file suffix, title, axes, and the value plotted.
-type Figure = (String, String, Axes<'static>, Box<dyn Fn(&Point) -> f64>);
+type Figure = (&'static str, String, Axes<'static>, fn(&Point) -> f64);
 
-/// Draws the thesis's figures for every experiment present; returns the files written.
+/// The figures of `experiment`: throughput against offered load, p99 latency on a log scale
+/// and, for the static experiments, the error rate; every server of a setting in one panel.
+pub fn figures(experiment: &str) -> Vec<Figure> {
+    let (what, offered, done) = match experiment {
+        "static" => ("Static files", "offered load (requests/s)", "replies/s"),
+        "disk" => (
+            "Static files from disk",
+            "offered load (requests/s)",
+            "replies/s",
+        ),
+        "updates" => (
+            "memcached protocol by update share",
+            "offered load (req/s)",
+            "req/s",
+        ),
+        "memcached" => ("memcached protocol", "offered load (req/s)", "req/s"),
+        other => (other, "offered load (req/s)", "req/s"),
+    };
+    let throughput_axis = match done {
+        "replies/s" => "throughput (replies/s)",
+        _ => "throughput (req/s)",
+    };
+    let mut figures: Vec<Figure> = vec![
+        (
+            "throughput",
+            format!("{what}: throughput vs offered load"),
+            Axes {
+                x: offered,
+                y: throughput_axis,
+                y_unit: Unit::Count,
+                log_y: false,
+            },
+            |p| p.actual,
+        ),
+        (
+            "p99",
+            format!("{what}: p99 latency vs offered load"),
+            Axes {
+                x: offered,
+                y: "p99 latency (log scale)",
+                y_unit: Unit::Micros,
+                log_y: true,
+            },
+            |p| p.p99_us as f64,
+        ),
+    ];
+    if experiment == "static" || experiment == "disk" {
+        figures.push((
+            "errors",
+            format!("{what}: error rate vs offered load"),
+            Axes {
+                x: offered,
+                y: "error rate (% of requests)",
+                y_unit: Unit::Percent,
+                log_y: false,
+            },
+            |p| p.error_rate_pct,
+        ));
+    }
+    figures
+}
+
+/// Draws the figures of every experiment present; returns the files written.
 pub fn write_plots(out: &Path, points: &[Point]) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for (experiment, grouped) in group(points) {
-        let figures: Vec<Figure> = if experiment == "static" || experiment == "disk" {
-            let what = if experiment == "disk" {
-                "Static files from disk"
-            } else {
-                "Static files"
-            };
-            vec![
-                (
-                    "throughput".into(),
-                    format!("{what}: replies/s vs request rate"),
-                    Axes {
-                        x: "target rate (requests/s)",
-                        y: "throughput (replies/s in the window)",
-                        log_y: false,
-                    },
-                    Box::new(|p: &Point| p.actual),
-                ),
-                (
-                    "errors".into(),
-                    format!("{what}: error rate vs request rate"),
-                    Axes {
-                        x: "target rate (requests/s)",
-                        y: "errors (% of requests)",
-                        log_y: false,
-                    },
-                    Box::new(|p: &Point| p.error_rate_pct),
-                ),
-                (
-                    "p99".into(),
-                    format!("{what}: p99 latency vs request rate"),
-                    Axes {
-                        x: "target rate (requests/s)",
-                        y: "p99 latency (µs, log scale)",
-                        log_y: true,
-                    },
-                    Box::new(|p: &Point| p.p99_us as f64),
-                ),
-            ]
-        } else {
-            vec![
-                (
-                    "throughput".into(),
-                    format!("{experiment}: actual vs target QPS"),
-                    Axes {
-                        x: "target rate (requests/s)",
-                        y: "actual rate (replies/s in the window)",
-                        log_y: false,
-                    },
-                    Box::new(|p: &Point| p.actual),
-                ),
-                (
-                    "p99".into(),
-                    format!("{experiment}: p99 latency vs target QPS"),
-                    Axes {
-                        x: "target rate (requests/s)",
-                        y: "p99 latency (µs, log scale)",
-                        log_y: true,
-                    },
-                    Box::new(|p: &Point| p.p99_us as f64),
-                ),
-            ]
-        };
-        for (name, title, axes, f) in figures {
+        for (name, title, axes, f) in figures(&experiment) {
             let path = out.join(format!("{experiment}-{name}.svg"));
             plot::draw(&path, &title, &axes, &panels(&grouped, f))
                 .with_context(|| format!("drawing {}", path.display()))?;
@@ -196,7 +196,7 @@ pub fn summary(points: &[Point]) -> String {
         let _ = writeln!(s, "\n{experiment}");
         let _ = writeln!(
             s,
-            "| setting | server | target/s | actual/s (median) | p50 us | p99 us | errors % | runs |"
+            "| setting | server | offered/s | throughput/s (median) | p50 µs | p99 µs | errors % | runs |"
         );
         let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|");
         for ((panel, server), targets) in &grouped {
@@ -281,13 +281,66 @@ mod tests {
             seconds: 1.0,
             notes: vec![],
             settings: "1 run(s) a point".into(),
+            design: SWEEP_DESIGN.into(),
+            raw: sweep_raw(),
         };
         let report =
             std::fs::read_to_string(write_report(&dir, &points, &plots, &info).unwrap()).unwrap();
         let commit = format!("<tr><th>commit</th><td>{}</td></tr>", env!("WEFT_COMMIT"));
         assert!(report.contains(&commit), "{report}");
         assert!(report.contains("<tr><th>settings</th><td>1 run(s) a point</td></tr>"));
+        assert!(report.contains("<tr><th>kernel</th>") && report.contains("<th>machine</th>"));
+        assert!(
+            report.contains("<a href=\"results.csv\">") && report.contains("one after another")
+        );
+        assert!(
+            report.contains("<img src=\"memcached-p99.svg\">"),
+            "{report}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn every_figure_names_its_measure_and_unit_in_words() {
+        for experiment in ["memcached", "updates", "static", "disk"] {
+            let figures = figures(experiment);
+            let names: Vec<&str> = figures.iter().map(|f| f.0).collect();
+            let statics = experiment == "static" || experiment == "disk";
+            let expected: &[&str] = if statics {
+                &["throughput", "p99", "errors"]
+            } else {
+                &["throughput", "p99"]
+            };
+            assert_eq!(names, expected, "{experiment}");
+            for (name, title, axes, _) in &figures {
+                let text = format!("{title} | {} | {}", axes.x, axes.y);
+                for jargon in ["QPS", "qps", "target", "actual", "log10", "10^"] {
+                    assert!(!text.contains(jargon), "{experiment}-{name}: {text}");
+                }
+                assert!(axes.x.starts_with("offered load (") && axes.x.ends_with("/s)"));
+                match *name {
+                    "throughput" => {
+                        assert!(axes.y.starts_with("throughput (") && axes.y.ends_with("/s)"));
+                        assert!(!axes.log_y && axes.y_unit == Unit::Count);
+                    }
+                    "p99" => {
+                        assert_eq!(axes.y, "p99 latency (log scale)");
+                        assert!(
+                            axes.log_y && axes.y_unit == Unit::Micros,
+                            "ticks carry µs/ms/s"
+                        );
+                    }
+                    _ => {
+                        assert_eq!(axes.y, "error rate (% of requests)");
+                        assert!(!axes.log_y && axes.y_unit == Unit::Percent);
+                    }
+                }
+            }
+        }
+        assert!(figures("static")[0].2.y.contains("replies/s"));
+        assert!(figures("memcached")[0]
+            .1
+            .starts_with("memcached protocol: throughput"));
     }
 }
 
@@ -302,6 +355,22 @@ pub struct RunInfo {
     pub notes: Vec<String>,
     /// What the defaults filled in: runs, seconds per point, connections, load shape.
     pub settings: String,
+    /// What was run and in which order (CPUs, servers side by side, alternation).
+    pub design: String,
+    /// The raw results, as file names in OUT, linked from the report.
+    pub raw: Vec<String>,
+}
+
+/// How the rate sweeps run, for their report.
+pub const SWEEP_DESIGN: &str = "The servers run on CPU 0 and the load generator on CPU 1 \
+    (when there are two CPUs). All servers of a setting run side by side; each round visits \
+    every offered load once and, at each, measures the servers one after another, the first \
+    one changing from round to round (see `experiment::schedule`), so drift on the machine \
+    falls on every server alike. The runs of a point are these rounds.";
+
+/// The raw files of the rate sweeps.
+pub fn sweep_raw() -> Vec<String> {
+    vec!["results.csv".into(), "results.json".into()]
 }
 
 /// Escapes text for HTML.
@@ -327,11 +396,23 @@ fn first_line_of(program: &str, args: &[&str]) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// Writes OUT/report.html: what ran, on what machine and kernel, with which commit, the
-/// summary table and every plot inline.
+/// Writes OUT/report.html for a run of rate sweeps: [`write_report_with`] with the summary
+/// table of `points`.
 pub fn write_report(
     out: &Path,
     points: &[Point],
+    plots: &[PathBuf],
+    info: &RunInfo,
+) -> anyhow::Result<PathBuf> {
+    write_report_with(out, points.len(), &summary(points), plots, info)
+}
+
+/// Writes OUT/report.html: what ran and in which order, on what machine and kernel, with
+/// which commit, every plot inline and the `summary` table (markdown, shown as text).
+pub fn write_report_with(
+    out: &Path,
+    points: usize,
+    summary: &str,
     plots: &[PathBuf],
     info: &RunInfo,
 ) -> anyhow::Result<PathBuf> {
@@ -375,13 +456,20 @@ pub fn write_report(
         cpus,
         html(&cpu),
         info.seconds,
-        points.len()
+        points
     );
+    let raw: Vec<String> = info
+        .raw
+        .iter()
+        .map(|f| format!("<a href=\"{0}\">{0}</a>", html(f)))
+        .collect();
     let _ = writeln!(
         s,
-        "<p>Servers on CPU 0, the load generator on CPU 1 (when there are two CPUs). Each plot: \
-         the median of the runs as a line, min–max as a band; p99 on a log scale. Raw points: \
-         <a href=\"results.csv\">results.csv</a>, <a href=\"results.json\">results.json</a>.</p>"
+        "<p>{} Each plot shows the median of the runs as a line inside a band from the \
+         smallest to the largest run, the servers (or modes) compared in the same panel; \
+         latency axes are logarithmic, their ticks in µs, ms or s. Raw points: {}.</p>",
+        html(&info.design),
+        raw.join(", ")
     );
     for note in &info.notes {
         let _ = writeln!(s, "<p>note: {}</p>", html(note));
@@ -394,7 +482,7 @@ pub fn write_report(
     let _ = writeln!(
         s,
         "<h2>Summary</h2><pre>{}</pre></body></html>",
-        html(&summary(points))
+        html(summary)
     );
     let path = out.join("report.html");
     std::fs::write(&path, s).with_context(|| format!("writing {}", path.display()))?;

@@ -7,14 +7,16 @@
 //! OUT/study-summary.md (median throughput and p99 per policy and processor count, the tables
 //! docs/SCHEDULERS.md quotes) and, per benchmark, OUT/study-<benchmark>-throughput.svg and
 //! OUT/study-<benchmark>-p99.svg (one line per policy over the processor count, median inside a
-//! min–max band). Ctrl-C stops after the current benchmark and still writes what was measured.
+//! min–max band), and OUT/report.html. Each run takes the policies one right after another at
+//! each benchmark and processor count, the first one rotating by run ([`super::server_order`]).
+//! Ctrl-C stops after the current benchmark and still writes what was measured.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use super::plot::{self, Axes, Panel, Series};
+use super::plot::{self, Axes, Panel, Series, Unit};
 use crate::stats::median_min_max;
 use crate::study::{self, Outcome, Params, Runtime, Study};
 use anyhow::Context;
@@ -50,18 +52,22 @@ pub fn run(out: &Path, runs: usize, schedulers: &[String]) -> anyhow::Result<()>
         schedulers.to_vec()
     };
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let started = std::time::Instant::now();
     let interrupted = crate::process::interrupt_flag()?;
     let mut measured = Vec::new();
     let mut result = Ok(());
     'sweep: for run in 1..=runs {
         for &bench in Study::ALL {
             for processors in PROCESSORS {
-                for label in labels(bench, &policies) {
+                // The policies one after another, who goes first rotating by run.
+                let labels = labels(bench, &policies);
+                for i in super::server_order(labels.len(), run - 1) {
+                    let label = &labels[i];
                     if interrupted.load(Ordering::Relaxed) {
                         result = Err(anyhow::anyhow!("interrupted; wrote what was measured"));
                         break 'sweep;
                     }
-                    let params = params_for(&label, processors);
+                    let params = params_for(label, processors);
                     eprintln!("run {run}/{runs}: {bench} {label} x{processors}");
                     let outcomes = study::run(bench, &params)
                         .with_context(|| format!("{bench} {label} x{processors}"))?;
@@ -78,7 +84,27 @@ pub fn run(out: &Path, runs: usize, schedulers: &[String]) -> anyhow::Result<()>
     let summary = summary(&measured);
     std::fs::write(out.join("study-summary.md"), &summary)?;
     print!("{summary}");
-    draw_plots(out, &measured)?;
+    let plots = draw_plots(out, &measured)?;
+    let info = super::output::RunInfo {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        seconds: started.elapsed().as_secs_f64(),
+        notes: Vec::new(),
+        settings: format!(
+            "{runs} run(s); policies {}; {PROCESSORS:?} processors; audio {AUDIO_MS} ms",
+            policies.join(", ")
+        ),
+        design: "Every study benchmark runs in this process under every policy (and tokio \
+                 where the benchmark has a tokio version) on 1, 2 and 4 processors. Each run \
+                 takes the policies one right after another at each benchmark and processor \
+                 count, the one that goes first rotating from run to run."
+            .into(),
+        raw: vec![
+            "study-results.csv".into(),
+            "study-results.json".into(),
+            "study-summary.md".into(),
+        ],
+    };
+    super::output::write_report_with(out, measured.len(), &summary, &plots, &info)?;
     eprintln!("wrote {}", out.display());
     result
 }
@@ -224,15 +250,26 @@ fn summary(measured: &[Measured]) -> String {
     s
 }
 
-fn draw_plots(out: &Path, measured: &[Measured]) -> anyhow::Result<()> {
-    for (metric, file, y, log_y) in [
+/// Draws OUT/study-<benchmark>-throughput.svg and -p99.svg; returns the files written.
+fn draw_plots(out: &Path, measured: &[Measured]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for (metric, file, what, y, y_unit, log_y) in [
         (
             throughput as fn(&Outcome) -> f64,
             "throughput",
-            "tasks/s",
+            "throughput",
+            "throughput (tasks/s)",
+            Unit::Count,
             false,
         ),
-        (p99_us, "p99", "p99 latency (µs, log scale)", true),
+        (
+            p99_us,
+            "p99",
+            "p99 latency",
+            "p99 latency (log scale)",
+            Unit::Micros,
+            true,
+        ),
     ] {
         for (bench, series) in group(measured, metric) {
             let series: Vec<Series> = series
@@ -249,12 +286,13 @@ fn draw_plots(out: &Path, measured: &[Measured]) -> anyhow::Result<()> {
                 })
                 .collect();
             let panel = Panel {
-                title: format!("{bench}: {y} by processors"),
+                title: format!("{bench}: {what} by processors"),
                 series,
             };
             let axes = Axes {
                 x: "processors",
                 y,
+                y_unit,
                 log_y,
             };
             let path = out.join(format!("study-{bench}-{file}.svg"));
@@ -264,9 +302,10 @@ fn draw_plots(out: &Path, measured: &[Measured]) -> anyhow::Result<()> {
                 &axes,
                 &[panel],
             )?;
+            files.push(path);
         }
     }
-    Ok(())
+    Ok(files)
 }
 
 #[cfg(test)]

@@ -164,8 +164,8 @@ pub enum Load {
     Static,
 }
 
-/// Runs every sweep (servers × rates × runs), returning the points measured so far even when
-/// interrupted (the error says so).
+/// Runs every sweep (rounds × rates × servers, in the order of [`super::schedule`]),
+/// returning the points measured so far even when interrupted (the error says so).
 pub fn run_sweeps(
     settings: &Settings,
     sweeps: &[Sweep],
@@ -189,6 +189,9 @@ pub fn run_sweeps(
         bar.println("note: fewer than 2 CPUs available; server and load are not pinned apart");
     }
     for sweep in sweeps {
+        // Every server of the sweep runs side by side, each on its own port (the idle ones
+        // sleep in epoll), so the schedule can take them in turn at each rate.
+        let mut running = Vec::new();
         for server in &sweep.servers {
             if interrupted.load(Ordering::Relaxed) {
                 bail!("interrupted");
@@ -210,42 +213,50 @@ pub fn run_sweeps(
                 file_name(&sweep.panel),
                 file_name(&server.name)
             ));
-            let mut running =
-                Running::start(&server.name, &server.program, &args, server_cpu, log)?;
-            running.wait_for_port(addr, Duration::from_secs(10))?;
-            for &rate in &sweep.rates {
-                for run in 0..settings.runs {
-                    bar.set_message(format!(
-                        "{} {} {} @ {}",
-                        sweep.experiment,
-                        sweep.panel,
-                        server.name,
-                        plot::human(rate)
-                    ));
-                    let point = measure(
-                        settings,
-                        sweep,
-                        &server.name,
-                        addr,
-                        rate,
-                        run,
-                        load_cpu,
-                        interrupted,
-                    )?;
-                    if point.generator_saturated {
-                        bar.println(format!(
-                            "warning: generator saturated at {} {} {} (results understate the server)",
-                            sweep.panel, server.name, plot::human(rate)
-                        ));
-                    }
-                    points.push(point);
-                    bar.inc(1);
-                    // Let TIME-WAIT sockets and queues drain between points.
-                    std::thread::sleep(Duration::from_millis(300));
-                }
+            let mut child = Running::start(&server.name, &server.program, &args, server_cpu, log)?;
+            child.wait_for_port(addr, Duration::from_secs(10))?;
+            running.push((child, addr));
+        }
+        for turn in super::schedule(settings.runs, sweep.rates.len(), sweep.servers.len()) {
+            if interrupted.load(Ordering::Relaxed) {
+                bail!("interrupted");
             }
-            running.stop();
-            let _ = running.pid();
+            let server = &sweep.servers[turn.server];
+            let addr = running[turn.server].1;
+            let rate = sweep.rates[turn.rate];
+            bar.set_message(format!(
+                "{} {} round {} {} @ {}",
+                sweep.experiment,
+                sweep.panel,
+                turn.round + 1,
+                server.name,
+                plot::human(rate)
+            ));
+            let point = measure(
+                settings,
+                sweep,
+                &server.name,
+                addr,
+                rate,
+                turn.round,
+                load_cpu,
+                interrupted,
+            )?;
+            if point.generator_saturated {
+                bar.println(format!(
+                    "warning: generator saturated at {} {} {} (results understate the server)",
+                    sweep.panel,
+                    server.name,
+                    plot::human(rate)
+                ));
+            }
+            points.push(point);
+            bar.inc(1);
+            // Let TIME-WAIT sockets and queues drain between points.
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        for (mut child, _) in running {
+            child.stop();
         }
     }
     bar.finish_and_clear();
@@ -462,6 +473,8 @@ pub fn run(kind: Kind, settings: &Settings) -> anyhow::Result<()> {
             seconds: started.elapsed().as_secs_f64(),
             notes: notes.clone(),
             settings: settings.describe(),
+            design: output::SWEEP_DESIGN.into(),
+            raw: output::sweep_raw(),
         };
         files.push(output::write_report(&settings.out, &points, &plots, &info)?);
         files.extend(plots);

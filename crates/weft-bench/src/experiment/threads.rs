@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::Serialize;
 
-use super::plot::{self, Axes, Panel, Series};
+use super::plot::{self, Axes, Panel, Series, Unit};
 use crate::process::{self, Running};
 use crate::stats::median_min_max;
 
@@ -37,6 +37,11 @@ pub const MODES: [&str; 2] = ["fibers", "threads"];
 pub const SERVERS: [&str; 2] = ["http", "memcached"];
 /// Size of the one file the HTTP load asks for.
 const FILE_BYTES: usize = 4096;
+
+/// What the memory panels measure, for the report.
+const MEMORY_NOTE: &str = "memory per connection is the server's peak resident set during the \
+    load minus its resident set after a one-connection priming run, divided by the \
+    connections: user-space memory only, not what the kernel keeps per thread or per socket";
 
 /// How to run it.
 #[derive(Debug, Clone)]
@@ -105,7 +110,33 @@ pub fn run(
         let md = settings.out.join("threads-summary.md");
         std::fs::write(&md, &table).with_context(|| format!("writing {}", md.display()))?;
         println!("{table}");
-        let files = [settings.out.join("threads.jsonl"), svg, md];
+        let info = super::output::RunInfo {
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            seconds: started.elapsed().as_secs_f64(),
+            notes: vec![MEMORY_NOTE.into()],
+            settings: format!(
+                "{} round(s), connections {:?}, {} s measured after {} s of warm-up; closed \
+                 loop: `weft load http --rate 0` (keep-alive, one {FILE_BYTES}-byte file), \
+                 `weft load memcached --qps 0` (3 % sets)",
+                settings.rounds, settings.connections, settings.duration, settings.warmup
+            ),
+            design: "weft http and weft memcached run on CPU 0, once with a fiber per \
+                     connection and once with an OS thread per connection \
+                     (--threads-per-connection), a fresh server each point; the load \
+                     generator runs on CPU 1. Each round measures every server and connection \
+                     count in both modes one right after the other, the mode that goes first \
+                     alternating from round to round. The runs of a point are these rounds."
+                .into(),
+            raw: vec!["threads.jsonl".into(), "threads-summary.md".into()],
+        };
+        let report = super::output::write_report_with(
+            &settings.out,
+            records.len(),
+            &table,
+            std::slice::from_ref(&svg),
+            &info,
+        )?;
+        let files = [report, settings.out.join("threads.jsonl"), svg, md];
         super::output::print_written(records.len(), started, &files);
     }
     outcome
@@ -132,11 +163,11 @@ pub fn run_rounds(
     for round in 1..=settings.rounds {
         for server in SERVERS {
             for &connections in &settings.connections {
-                let mut modes = MODES;
-                if round % 2 == 0 {
-                    modes.reverse();
-                }
-                for mode in modes {
+                // Both modes one after the other, who goes first alternating by round.
+                for mode in super::server_order(MODES.len(), round - 1)
+                    .into_iter()
+                    .map(|i| MODES[i])
+                {
                     if interrupted.load(Ordering::Relaxed) {
                         bail!("interrupted");
                     }
@@ -344,28 +375,39 @@ fn parse_status(text: &str, field: &str) -> Option<u64> {
     line[field.len()..].split_whitespace().next()?.parse().ok()
 }
 
-/// A plotted measure: panel name, y axis, log scale, the value.
-type Measure = (&'static str, &'static str, bool, fn(&Record) -> f64);
+/// A plotted measure: panel name, y axis, its unit, log scale, the value.
+type Measure = (&'static str, &'static str, Unit, bool, fn(&Record) -> f64);
 
 /// Draws OUT/threads.svg: for each server, requests/s, p99 and memory per connection against
 /// the connection count, one line per mode (median of the rounds in a min–max band).
 pub fn plot(out: &Path, records: &[Record]) -> anyhow::Result<PathBuf> {
     let path = out.join("threads.svg");
     let measures: [Measure; 3] = [
-        ("requests/s", "requests/s", false, |r| r.requests_per_sec),
-        ("p99", "p99 latency (ms, log scale)", true, |r| {
-            r.p99_us as f64 / 1e3
-        }),
+        (
+            "throughput",
+            "throughput (req/s)",
+            Unit::Count,
+            false,
+            |r| r.requests_per_sec,
+        ),
+        (
+            "p99 latency",
+            "p99 latency (log scale)",
+            Unit::Micros,
+            true,
+            |r| r.p99_us as f64,
+        ),
         (
             "memory per connection",
-            "resident KiB per connection (user space)",
+            "resident memory per connection (KiB, user space)",
+            Unit::Count,
             false,
             |r| r.memory_per_connection_kib,
         ),
     ];
     let mut panels = Vec::new();
     for server in SERVERS {
-        for (name, y, log_y, f) in measures {
+        for (name, y, y_unit, log_y, f) in measures {
             let series = MODES
                 .iter()
                 .map(|&mode| Series {
@@ -382,6 +424,7 @@ pub fn plot(out: &Path, records: &[Record]) -> anyhow::Result<PathBuf> {
                 Axes {
                     x: "concurrent connections",
                     y,
+                    y_unit,
                     log_y,
                 },
             ));
@@ -509,7 +552,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("weft-threads-plot-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let svg = std::fs::read_to_string(plot(&dir, &records).unwrap()).unwrap();
-        assert!(svg.contains("weft http: requests/s") && svg.contains("threads"));
+        assert!(svg.contains("weft http: throughput") && svg.contains("threads"));
+        assert!(
+            svg.contains("throughput (req/s)") && svg.contains("2 ms"),
+            "{svg}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
