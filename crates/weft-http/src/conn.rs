@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use weft::net::TcpStream;
 
 use crate::access_log;
+use crate::admission::Slot;
 use crate::cache::{CachedFile, Lookup};
 use crate::conditional::{self, Conditions, Outcome, Validators};
 use crate::range::{self, RangeAnswer, Span};
@@ -41,6 +42,9 @@ pub const CLOSING: u8 = 2;
 const INITIAL_BUF_BYTES: usize = 4096;
 /// Output buffered past this is written before answering the next pipelined request.
 const OUT_FLUSH_BYTES: usize = 64 * 1024;
+/// Writes at most this long go out without waiting for the client (the socket's send buffer
+/// takes them; on io_uring weft sends them behind the fiber), so they keep the admission slot.
+const SHORT_WRITE_BYTES: usize = 16 * 1024;
 /// How long a closing connection keeps reading (and discarding) what the client still sends,
 /// so that closing does not reset the connection before the client read our answer.
 const LINGER: Duration = Duration::from_secs(2);
@@ -58,7 +62,10 @@ struct Answered {
 }
 
 /// Serves `stream` until it closes; errors just end the connection.
-pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr, state: &AtomicU8) {
+///
+/// `slot` is the connection's admission slot, given back when it first waits for the client
+/// (see `admission`).
+pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr, state: &AtomicU8, slot: Slot) {
     let _ = stream.set_write_timeout(Some(shared.config.send_timeout));
     let mut conn = Conn {
         shared,
@@ -68,6 +75,8 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr, state: &Atomi
         out: Vec::with_capacity(1024),
         nodelay: false,
         answered: 0,
+        slot,
+        read_once: false,
     };
     if let Ok(Ending::Linger) = conn.run() {
         conn.linger();
@@ -104,6 +113,10 @@ struct Conn<'a> {
     nodelay: bool,
     /// Requests answered on this connection.
     answered: u64,
+    /// Admission slot, held until the connection first waits for its client.
+    slot: Slot,
+    /// Whether a read was made (the first read with a request waiting keeps the slot).
+    read_once: bool,
 }
 
 impl Conn<'_> {
@@ -234,6 +247,22 @@ impl Conn<'_> {
         if left.is_zero() {
             return Err(io::Error::new(io::ErrorKind::TimedOut, "deadline passed"));
         }
+        if self.slot.is_held() {
+            // The first read takes the request sent with the connection without waiting (and
+            // without a round trip through the ring); any wait for the client gives the
+            // admission slot back first.
+            if !std::mem::replace(&mut self.read_once, true) {
+                match self.stream.try_read(buf) {
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                        ) => {}
+                    r => return r,
+                }
+            }
+            self.slot.release();
+        }
         self.stream.set_read_timeout(Some(left))?;
         loop {
             match (&self.stream).read(buf) {
@@ -250,7 +279,13 @@ impl Conn<'_> {
         }
     }
 
+    /// Writes what is buffered. A write too long for the socket to take at once may wait for
+    /// a slow reader, so the admission slot is given back before it (short ones go out without
+    /// waiting for the client: the slot stays until the connection reads or closes).
     fn flush(&mut self) -> io::Result<()> {
+        if self.out.len() > SHORT_WRITE_BYTES {
+            self.slot.release();
+        }
         if !self.out.is_empty() {
             let r = (&self.stream).write_all(&self.out);
             self.out.clear();
@@ -499,6 +534,8 @@ impl Conn<'_> {
         }
         self.ensure_nodelay();
         self.flush()?;
+        // A body of any length may wait for a slow reader: give the admission slot back.
+        self.slot.release();
         let sent = weft::fs::send_file(&file.file, start, len as usize, &self.stream)?;
         self.log(Some(req), status, sent as u64);
         if (sent as u64) < len {
@@ -556,6 +593,7 @@ impl Conn<'_> {
         for (head, s) in part_heads.iter().zip(spans) {
             self.out.extend_from_slice(head);
             self.flush()?;
+            self.slot.release();
             let sent = weft::fs::send_file(&file.file, s.start, s.len as usize, &self.stream)?;
             sent_total += head.len() as u64 + sent as u64;
             if sent as u64 != s.len {

@@ -28,6 +28,7 @@
 //! `server`, `conn` and `cache` touch the runtime.
 
 mod access_log;
+mod admission;
 mod cache;
 mod conditional;
 mod config;

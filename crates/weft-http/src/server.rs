@@ -7,16 +7,11 @@
 //! `Connection: close`); [`Server::run`] returns once none is left, or after
 //! `shutdown_grace`.
 //!
-//! Admission: the accept fiber takes one connection per turn, then yields. `accept` takes a
-//! queued connection without parking, so a fiber that looped on it would take the whole
-//! listen queue in one turn (thousands of connections under overload, each a fiber with its
-//! stack and buffers, about 17 KiB resident): an overload would become memory, and under a
-//! memory limit a page cache squeezed out and then the OOM killer (docs/notes/disk.md, run
-//! 2). Yielding after each one admits connections at the pace the processor answers them,
-//! as nginx's event loop does (one `accept` per turn of the loop without `multi_accept`),
-//! and leaves the rest in the kernel's listen queue, where they cost the server nothing.
-//! With nothing else runnable the yield returns at once, so a burst on an idle server still
-//! goes in without waiting.
+//! Admission ([`crate::admission`]): the accept fiber takes a slot before each `accept` and
+//! parks while [`crate::admission::UNANSWERED_MAX`] accepted connections still wait for the
+//! server's answer, so an overload stays in the kernel's listen queue rather than becoming
+//! fibers; a burst on an idle server goes in that many at a time. A connection gives its slot
+//! back when it first waits for its client.
 //!
 //! Lock order: `conns` is the only lock here; the accept fiber holds it across `spawn` (which
 //! never parks) so a connection cannot deregister before it was registered. A connection
@@ -41,6 +36,7 @@ use weft::net::{TcpListener, TcpStream};
 use weft::JoinHandle;
 
 use crate::access_log::AccessLog;
+use crate::admission::{Admission, Slot};
 use crate::cache::FileCache;
 use crate::config::Config;
 use crate::conn::{self, CLOSING, IDLE};
@@ -71,6 +67,8 @@ pub(crate) struct Shared {
     peak_active: AtomicUsize,
     /// Connections being answered 503.
     refusing: AtomicUsize,
+    /// Slots of accepted connections still waiting for the server (see `admission`).
+    admission: Arc<Admission>,
     /// Every open connection's state and fiber, so shutdown can cancel the idle ones.
     conns: Mutex<HashMap<u64, Tracked>>,
     next_id: AtomicU64,
@@ -202,6 +200,7 @@ impl Server {
             active: AtomicUsize::new(0),
             peak_active: AtomicUsize::new(0),
             refusing: AtomicUsize::new(0),
+            admission: Admission::new(),
             conns: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
             shutdown_requested: Mutex::new(false),
@@ -281,6 +280,10 @@ impl Server {
 fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
     let mut error_reported = false;
     loop {
+        // Parks while too many accepted connections wait for us (module docs, "Admission").
+        let Some(slot) = shared.admission.acquire() else {
+            return;
+        };
         let (stream, peer) = match listener.accept() {
             Ok(accepted) => accepted,
             Err(e) => {
@@ -301,53 +304,62 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
             return;
         }
         if shared.active.load(Ordering::Relaxed) >= shared.config.max_connections {
+            drop(slot);
             refuse(shared, stream);
             weft::yield_now();
             continue;
         }
-        let open = shared.active.fetch_add(1, Ordering::SeqCst) + 1;
-        shared.peak_active.fetch_max(open, Ordering::Relaxed);
-        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let state = Arc::new(AtomicU8::new(conn::BUSY));
-        let mut conns = lock(&shared.conns);
-        let serve = {
-            let shared = shared.clone();
-            let state = state.clone();
-            move |stream: TcpStream| {
-                conn::serve(&shared, stream, peer, &state);
-                lock(&shared.conns).remove(&id);
-                shared.active.fetch_sub(1, Ordering::SeqCst);
-            }
-        };
-        let started = if shared.config.threads_per_connection {
-            stream.try_clone().and_then(|dup| {
-                std::thread::Builder::new()
-                    .name(CONNECTION_THREAD_NAME.into())
-                    .stack_size(CONNECTION_STACK_BYTES)
-                    .spawn(move || serve(stream))
-                    .map(|_| Worker::Thread(dup))
-            })
-        } else {
-            weft::Builder::new()
+        admit(shared, stream, peer, slot, &mut error_reported);
+    }
+}
+
+/// Registers an accepted connection and starts its worker (fiber or thread).
+fn admit(
+    shared: &Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    slot: Slot,
+    error_reported: &mut bool,
+) {
+    let open = shared.active.fetch_add(1, Ordering::SeqCst) + 1;
+    shared.peak_active.fetch_max(open, Ordering::Relaxed);
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let state = Arc::new(AtomicU8::new(conn::BUSY));
+    let mut conns = lock(&shared.conns);
+    let serve = {
+        let shared = shared.clone();
+        let state = state.clone();
+        move |stream: TcpStream| {
+            conn::serve(&shared, stream, peer, &state, slot);
+            lock(&shared.conns).remove(&id);
+            shared.active.fetch_sub(1, Ordering::SeqCst);
+        }
+    };
+    let started = if shared.config.threads_per_connection {
+        stream.try_clone().and_then(|dup| {
+            std::thread::Builder::new()
+                .name(CONNECTION_THREAD_NAME.into())
                 .stack_size(CONNECTION_STACK_BYTES)
                 .spawn(move || serve(stream))
-                .map(Worker::Fiber)
-        };
-        match started {
-            Ok(worker) => {
-                conns.insert(id, Tracked { state, worker });
-            }
-            Err(e) => {
-                shared.active.fetch_sub(1, Ordering::SeqCst);
-                if !error_reported {
-                    eprintln!("weft http: cannot start a connection worker: {e}");
-                    error_reported = true;
-                }
+                .map(|_| Worker::Thread(dup))
+        })
+    } else {
+        weft::Builder::new()
+            .stack_size(CONNECTION_STACK_BYTES)
+            .spawn(move || serve(stream))
+            .map(Worker::Fiber)
+    };
+    match started {
+        Ok(worker) => {
+            conns.insert(id, Tracked { state, worker });
+        }
+        Err(e) => {
+            shared.active.fetch_sub(1, Ordering::SeqCst);
+            if !*error_reported {
+                eprintln!("weft http: cannot start a connection worker: {e}");
+                *error_reported = true;
             }
         }
-        drop(conns);
-        // One connection per turn (see the module docs, "Admission").
-        weft::yield_now();
     }
 }
 
@@ -475,8 +487,93 @@ mod tests {
         handle.shutdown();
         runner.join().unwrap().unwrap();
         assert!(
-            peak <= BURST / 10,
+            peak <= crate::admission::UNANSWERED_MAX,
             "{peak} of {BURST} queued connections were open at once"
         );
+    }
+
+    /// Starts a server on 127.0.0.1:0 over a root holding `f.txt` (5 bytes) and `big.bin`.
+    fn start(
+        big_bytes: usize,
+    ) -> (
+        SocketAddr,
+        ShutdownHandle,
+        std::thread::JoinHandle<io::Result<()>>,
+        tempfile::TempDir,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("f.txt"), b"hello").unwrap();
+        std::fs::write(dir.path().join("big.bin"), vec![7u8; big_bytes]).unwrap();
+        let mut config = Config::new(dir.path());
+        config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        config.processors = 1;
+        // Silent clients reach `accept` at once instead of after the kernel's wait for data.
+        config.defer_accept_secs = 0;
+        let server = Server::bind(config).unwrap();
+        let addr = server.local_addr();
+        let handle = server.shutdown_handle();
+        let runner = std::thread::spawn(move || server.run());
+        (addr, handle, runner, dir)
+    }
+
+    fn get_ok(addr: SocketAddr, path: &str) {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(
+            c,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut reply = Vec::new();
+        c.read_to_end(&mut reply)
+            .expect("the server stopped answering");
+        assert!(
+            reply.starts_with(b"HTTP/1.1 200"),
+            "{:?}",
+            String::from_utf8_lossy(&reply)
+        );
+    }
+
+    /// Clients that connect and send nothing, or send half a request head, wait for
+    /// themselves, not for the server: however many there are, they take no admission slot
+    /// and everyone else is still accepted.
+    #[test]
+    fn silent_and_slow_clients_do_not_stop_admission() {
+        let (addr, handle, runner, _dir) = start(16);
+        let n = 2 * crate::admission::UNANSWERED_MAX;
+        let mut idle: Vec<_> = (0..n)
+            .map(|i| {
+                let mut c = std::net::TcpStream::connect(addr).unwrap();
+                if i % 2 == 1 {
+                    c.write_all(b"GET /f.txt HTTP/1.1\r\nHo").unwrap();
+                }
+                c
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        get_ok(addr, "/f.txt");
+        idle.clear();
+        handle.shutdown();
+        runner.join().unwrap().unwrap();
+    }
+
+    /// Clients that ask for a large body and never read it wait for themselves too.
+    #[test]
+    fn clients_not_reading_large_bodies_do_not_stop_admission() {
+        let (addr, handle, runner, _dir) = start(8 << 20);
+        let n = 2 * crate::admission::UNANSWERED_MAX;
+        let stalled: Vec<_> = (0..n)
+            .map(|_| {
+                let mut c = std::net::TcpStream::connect(addr).unwrap();
+                c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+                    .unwrap();
+                c
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        get_ok(addr, "/f.txt");
+        drop(stalled);
+        handle.shutdown();
+        runner.join().unwrap().unwrap();
     }
 }

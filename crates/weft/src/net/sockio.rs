@@ -85,6 +85,20 @@ pub(crate) fn recv(
     }
 }
 
+/// `recv(2)` with `MSG_DONTWAIT`: what is waiting in the socket now, or `WouldBlock`; never
+/// waits and never switches a fiber out.
+pub(crate) fn try_recv(fd: i32, buf: &mut [u8]) -> io::Result<usize> {
+    let len = buf.len().min(MAX_IO_BYTES);
+    // SAFETY: `recv` writes at most `len` bytes into `buf`, which is borrowed for the call;
+    // MSG_DONTWAIT makes it return at once.
+    let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), len, libc::MSG_DONTWAIT) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
 /// `send(2)` with `MSG_NOSIGNAL` on a connected stream socket, waiting for the kernel to take
 /// the bytes (the ordinary path; streams write through `send_side`, which may send behind).
 pub(crate) fn send_now(

@@ -312,6 +312,22 @@ impl TcpStream {
         r
     }
 
+    /// Reads what is already waiting in the socket, without waiting: error kind `WouldBlock`
+    /// when nothing is (as tokio's `try_read`). Never switches the fiber out, so a caller that
+    /// expects data (a request sent with the connection) saves the round trip a [`Read::read`]
+    /// through io_uring costs, and learns at once when it would have to wait.
+    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let r = sockio::try_recv(self.send.sock().as_raw_fd(), buf);
+        // As in `recv`: a short non-empty read or an empty socket says the next receive may
+        // wait for readiness first.
+        let drained = match &r {
+            Ok(n) => *n > 0 && *n < buf.len(),
+            Err(e) => e.kind() == io::ErrorKind::WouldBlock,
+        };
+        self.recv_drained.store(drained, Ordering::Relaxed);
+        r
+    }
+
     /// The remote address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         sock_addr(self.send.sock().peer_addr()?)
