@@ -8,7 +8,7 @@ use weft_bench::experiment::{self, Kind, Options, Rates};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Which {
-    /// memcached load at 3% updates: actual QPS and p99 latency vs target QPS.
+    /// memcached load at 3% updates: throughput and p99 latency vs offered load (req/s).
     Memcached,
     /// memcached load at 3, 5, 10 and 50% updates, one panel each.
     Updates,
@@ -52,7 +52,7 @@ pub struct ExperimentArgs {
     /// Runs per point (median, min and max are plotted). Default: 3 (1 for quick).
     #[arg(long)]
     runs: Option<usize>,
-    /// Target rates FROM:TO:STEP (QPS for memcached, requests/s for static).
+    /// Offered rates FROM:TO:STEP, in requests/s.
     #[arg(long)]
     rates: Option<Rates>,
     /// Seconds measured per point. Default: 10 (3 for quick).

@@ -14,7 +14,7 @@ pub struct LoadBenchArgs {
     /// by ±15 %, so three were not enough to settle a 10 % agreement).
     #[arg(long, default_value_t = 5)]
     runs: usize,
-    /// Offered loads (QPS) at which generator and memcached CPU per request are compared (110k
+    /// Offered loads (req/s) at which generator and memcached CPU per request are compared (110k
     /// is near memcached -t 1's saturation on one core; 0 = closed loop, as fast as the
     /// generator's one core can drive memcached's one core).
     #[arg(
