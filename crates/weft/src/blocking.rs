@@ -9,7 +9,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::park::{current_unparker, Unparker};
+use crate::fiber::park::{current_unparker, Unparker};
 use crate::poison::Recover;
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -111,7 +111,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    if !crate::fiber::in_fiber() {
+    if !crate::fiber::current::in_fiber() {
         return f();
     }
     let slot = Arc::new(Mutex::new(Slot {
@@ -133,6 +133,6 @@ where
             return result.unwrap_or_else(|payload| resume_unwind(payload));
         }
         // Cancellation is deliberately ignored here: see the doc comment.
-        crate::fiber::park_current(None);
+        crate::fiber::park::park_current(None);
     }
 }

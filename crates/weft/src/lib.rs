@@ -59,13 +59,13 @@
 //! the fiber propagates with `?`. Cancellation is sticky.
 
 mod blocking;
+mod ctx;
 mod error;
 pub mod fiber;
 pub mod fs;
 pub mod io;
 mod loom;
 pub mod net;
-mod park;
 mod poison;
 mod runtime;
 pub mod sched;

@@ -17,7 +17,7 @@
 //!
 //! Modelled (each `loom` module next to its code): the run-queue ring (`sched::ring::loom`),
 //! the work-requesting slot (`sched::request::loom`), the park/unpark state word
-//! (`fiber::park_state::loom`), the idle-sleep handshake (`runtime::idle::loom`), the I/O
+//! (`fiber::park::state::loom`), the idle-sleep handshake (`runtime::idle::loom`), the I/O
 //! operation protocol's state and result words (`io::op_state::loom`), the semaphore
 //! (`sync::semaphore::loom`), the mutex's lock word and wait queue (`sync::mutex::loom`), the
 //! wait group (`sync::wait_group::loom`), the forwarded-cancel queue (`io::driver::loom`) and

@@ -1,4 +1,4 @@
-//! The fiber record and its park/unpark state machine.
+//! The fiber record, and the scheduler interface below the scheduler.
 //!
 //! A fiber is an `Arc<Fiber>`. Exactly one [`Task`] for it exists while it is runnable or
 //! running (it sits in one queue, or is held by the processor running it); none exists while it
@@ -11,21 +11,60 @@
 //!   the one `Task` for it.
 //!
 //! Only the processor that switched the fiber out stores `PARKED` (after the switch is complete),
-//! so a fiber can never be resumed on two threads at once.
+//! so a fiber can never be resumed on two threads at once. The state machine itself is in
+//! `fiber::park`.
+//!
+//! The record names its cluster only as a [`Scheduler`], and the fiber layer reaches the
+//! scheduler only through it and the [`Hooks`] the runtime installs: the scheduler is a layer
+//! above (ARCHITECTURE.md, "Layers").
 
 use std::cell::{Cell, UnsafeCell};
+use std::sync::OnceLock;
+use std::time::Instant;
 
 use crate::loom::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use corosensei::{Coroutine, Yielder};
 
-use super::local::LocalMap;
 use super::stack::FiberStack;
-use crate::runtime::ClusterShared;
+use crate::ctx::{LocalMap, WaitNode};
 
-use super::park_state;
-pub(crate) use super::park_state::EMPTY;
+pub(crate) use super::park::state::EMPTY;
+
+/// The cluster a fiber belongs to, as the fiber layer sees it: `runtime::ClusterShared` is the
+/// one implementation.
+pub(crate) trait Scheduler: Send + Sync + 'static {
+    /// Queues a started fiber's task on this cluster's processor `home`.
+    fn push_home(&self, home: usize, task: Task);
+    /// Queues a task on this cluster from outside its processors.
+    fn push_remote(&self, task: Task);
+}
+
+/// What the fiber layer calls up into the scheduler for; installed once by the runtime before
+/// the first fiber exists (`ClusterBuilder::build`).
+pub(crate) struct Hooks {
+    /// Makes a woken fiber's new `Task` runnable (`runtime::schedule`, `Origin::Wake`).
+    pub(crate) wake: fn(Task),
+    /// Arms a timer on the current processor (`runtime::add_timer`); `false` outside
+    /// processors.
+    pub(crate) arm_timer: fn(Instant, FiberRef, u64) -> bool,
+}
+
+static HOOKS: OnceLock<Hooks> = OnceLock::new();
+
+/// Installs the scheduler's hooks; later calls change nothing (there is one scheduler).
+pub(crate) fn install_hooks(hooks: Hooks) {
+    let _ = HOOKS.set(hooks);
+}
+
+/// The scheduler's hooks. Only called for a fiber, which exists only once a cluster was built.
+#[inline]
+pub(crate) fn hooks() -> &'static Hooks {
+    HOOKS
+        .get()
+        .expect("a fiber exists only once a cluster installed the scheduler hooks")
+}
 
 /// Why a fiber switched back to its processor.
 pub(crate) enum Suspend {
@@ -34,7 +73,7 @@ pub(crate) enum Suspend {
     /// Park me unless a wake-up token is already there.
     Park,
     /// Queue me on another cluster.
-    Migrate(Arc<ClusterShared>),
+    Migrate(Arc<dyn Scheduler>),
 }
 
 pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), FiberStack>;
@@ -56,7 +95,7 @@ pub(crate) struct Fiber {
     pub(crate) placement: Placement,
     /// The fiber's node for `sync` wait lists: a fiber waits in at most one list at a time, so
     /// one node per fiber spares every wait an allocation (see `sync::wait_queue`).
-    pub(crate) wait_node: crate::park::WaitNode,
+    pub(crate) wait_node: WaitNode,
     /// Set by the coroutine when it starts; used by the fiber itself to switch out.
     pub(crate) yielder: Cell<*const FiberYielder>,
     /// Roughly where the fiber's stack pointer was when it last parked (written by the fiber
@@ -65,7 +104,7 @@ pub(crate) struct Fiber {
     pub(crate) stack_hint: AtomicUsize,
     /// The cluster the fiber runs on. Written only by the processor handling a `Migrate` (while
     /// the fiber is switched out and not parked); read by whoever holds its `Task`.
-    pub(crate) cluster: UnsafeCell<Arc<ClusterShared>>,
+    pub(crate) cluster: UnsafeCell<Arc<dyn Scheduler>>,
     /// The coroutine: touched only by the holder of the fiber's `Task`.
     pub(crate) coroutine: UnsafeCell<Option<FiberCoroutine>>,
     /// Bumped by the fiber itself each time it wakes from a park that armed a timer; a timer
@@ -215,75 +254,15 @@ impl FiberRef {
 
     /// Wakes the fiber: schedules it if parked, else leaves it a token.
     pub(crate) fn unpark(&self) {
-        unpark(&self.0);
+        super::park::unpark(&self.0);
     }
-}
-
-/// The unpark half of the state machine.
-pub(crate) fn unpark(fiber: &Arc<Fiber>) {
-    if leave_parked(fiber) {
-        prefetch_resume(fiber);
-        crate::runtime::schedule(Task(fiber.clone()), crate::sched::Origin::Wake);
-    }
-}
-
-/// [`unpark`] for a caller that owns a strong count: a parked fiber's new `Task` takes it over
-/// (no clone), otherwise it is dropped.
-pub(crate) fn unpark_owned(fiber: Arc<Fiber>) {
-    if leave_parked(&fiber) {
-        prefetch_resume(&fiber);
-        crate::runtime::schedule(Task(fiber), crate::sched::Origin::Wake);
-    }
-}
-
-/// Starts fetching what resuming `fiber` reads first: the top of its stack (where the switch
-/// saved its registers) and its coroutine record. A hint only: on other architectures, or with
-/// no hint yet, nothing happens.
-#[inline]
-fn prefetch_resume(fiber: &Fiber) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let sp = fiber.stack_hint.load(Ordering::Relaxed);
-        if sp != 0 {
-            // SAFETY: prefetching never faults, whatever the address.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>((sp - 128) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>((sp - 64) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(sp as *const i8);
-            }
-        }
-        // SAFETY: as above.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(fiber.coroutine.get().cast::<i8>()) };
-    }
-}
-
-/// Moves `state` on for a wake-up (see `park_state::leave_parked`).
-#[inline]
-fn leave_parked(fiber: &Fiber) -> bool {
-    park_state::leave_parked(&fiber.state)
 }
 
 /// The fiber whose record holds `node` as its `wait_node` (the pointer `Arc::as_ptr` gives).
 ///
 /// Only meaningful for a fiber's node; the caller checks that (a thread's node has its thread).
-pub(crate) fn fiber_of_node(node: *const crate::park::WaitNode) -> *const Fiber {
+pub(crate) fn fiber_of_node(node: *const WaitNode) -> *const Fiber {
     node.cast::<u8>()
         .wrapping_sub(std::mem::offset_of!(Fiber, wait_node))
         .cast::<Fiber>()
-}
-
-/// The processor's half, after the fiber switched out with `Suspend::Park`: park it for real,
-/// or give the task back if a token arrived in the meantime.
-pub(crate) fn finish_park(task: Task) -> Option<Task> {
-    if park_state::finish_park(&task.0.state) {
-        None
-    } else {
-        Some(task)
-    }
-}
-
-/// The fiber's half before switching out: consume a token if one is there.
-pub(crate) fn take_token(fiber: &Fiber) -> bool {
-    park_state::take_token(&fiber.state)
 }

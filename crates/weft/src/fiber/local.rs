@@ -7,30 +7,6 @@
 
 use crate::loom::{Ordering, StaticAtomicUsize};
 use std::any::Any;
-use std::cell::UnsafeCell;
-
-/// Values of one fiber (or thread), indexed by key. Each value lives in its own allocation, held
-/// as a raw pointer (not a `Box`, whose uniqueness a reborrow of the vector would assert), so a
-/// reference handed to `with` stays valid when a nested `with` grows the vector.
-#[derive(Default)]
-pub(crate) struct LocalMap {
-    slots: Vec<Option<*mut dyn Any>>,
-}
-
-impl LocalMap {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.slots.is_empty()
-    }
-}
-
-impl Drop for LocalMap {
-    fn drop(&mut self) {
-        for value in self.slots.drain(..).flatten() {
-            // SAFETY: every pointer came from Box::into_raw in `with` and is freed only here.
-            drop(unsafe { Box::from_raw(value) });
-        }
-    }
-}
 
 /// Key numbers handed out so far; 0 means "not assigned yet".
 static NEXT_KEY: StaticAtomicUsize = StaticAtomicUsize::new(1);
@@ -80,7 +56,7 @@ impl<T: 'static> FiberLocal<T> {
     /// across a re-entrant `init` that grows the map would be two live `&mut`).
     pub fn with<R>(&'static self, f: impl FnOnce(&T) -> R) -> R {
         let index = self.key() - 1;
-        let map = crate::fiber::current_locals();
+        let map = crate::fiber::current::current_locals();
         // SAFETY: `map` is the current fiber's (or thread's) own map, used by nobody else; the
         // read ends before any user code runs.
         let slots: &Vec<Option<*mut dyn Any>> = unsafe { &(*map).slots };
@@ -122,16 +98,6 @@ impl<T: 'static> FiberLocal<T> {
             .expect("fiber-local slot holds its key's type");
         f(value)
     }
-}
-
-thread_local! {
-    static THREAD_LOCALS: UnsafeCell<LocalMap> = UnsafeCell::new(LocalMap::default());
-}
-
-/// The map of the current OS thread, for callers outside any fiber.
-#[inline(never)]
-pub(crate) fn thread_map() -> *mut LocalMap {
-    THREAD_LOCALS.with(|m| m.get())
 }
 
 #[cfg(test)]

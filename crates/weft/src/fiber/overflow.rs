@@ -130,7 +130,7 @@ fn write_number(mut n: u64) {
 extern "C" fn handler(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let address = unsafe { (*info).si_addr() } as usize;
-    let running = crate::runtime::processor::running_fiber();
+    let running = crate::fiber::current::current_fiber_ptr();
     // SAFETY: a non-null RUNNING is the fiber resumed on this thread, alive while it runs (and
     // it is running: this fault interrupted it or the processor code around it).
     if let Some(fiber) = unsafe { running.as_ref() } {

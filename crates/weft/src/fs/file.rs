@@ -10,7 +10,7 @@ use io_uring::{opcode, types::Fd};
 
 use super::metadata::Metadata;
 use crate::io::op;
-use crate::IoBackend;
+use crate::io::IoBackend;
 
 /// The longest single read or write handed to the kernel (what Linux transfers at most).
 const MAX_IO_BYTES: usize = 0x7fff_f000;
@@ -195,7 +195,7 @@ impl File {
             return result(r?);
         }
         if crate::io::backend() == Some(IoBackend::Epoll) {
-            if crate::is_cancelled() {
+            if crate::fiber::current::is_cancelled() {
                 return Err(op::cancelled());
             }
             // SAFETY: as above.

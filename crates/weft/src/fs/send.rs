@@ -101,7 +101,7 @@ pub fn send_file_with(
     let deadline = stream.write_deadline();
     let sock = stream.socket_fd();
     let reg = stream.registration();
-    let uring = crate::io::backend() == Some(crate::IoBackend::Uring);
+    let uring = crate::io::backend() == Some(crate::io::IoBackend::Uring);
     let method = match method {
         SendFileMethod::Auto if uring && len > AUTO_SENDFILE_MAX_BYTES => SendFileMethod::Splice,
         SendFileMethod::Auto => SendFileMethod::Sendfile,
@@ -154,12 +154,12 @@ fn sendfile(
 ) -> io::Result<usize> {
     let mut sent = 0;
     while sent < len {
-        if crate::is_cancelled() {
+        if crate::fiber::current::is_cancelled() {
             return Err(op::cancelled());
         }
         let mut off = (offset + sent as u64) as libc::off_t;
         let mut count = (len - sent).min(MAX_SENDFILE_BYTES);
-        if crate::fiber::in_fiber() {
+        if crate::fiber::current::in_fiber() {
             // A processor must not wait for the disk: check the range is cached, and warm it
             // on the blocking pool when it is not.
             count = count.min(residency::CHECK_CHUNK_BYTES);

@@ -42,16 +42,18 @@ use io_uring::{opcode, types::Fd};
 
 use super::behind_state::{Signal, Wake};
 use super::driver::uring::Uring;
-use crate::fiber;
+use crate::ctx;
+use crate::fiber::current::{self as fiber, sleep, yield_now};
+use crate::fiber::park::{self, Unparker};
 use crate::loom::{AtomicBool, Ordering, UnsafeCell};
-use crate::park::{self, Unparker};
 
 /// The largest write sent behind; longer ones take the ordinary path (their copy would cost
 /// more than the resume it saves, and the kernel rarely takes them whole at once).
 pub(crate) const MAX_BYTES: usize = 16 * 1024;
 /// Buffers of sends that went out whole are kept for reuse per thread, at most this many
-/// ([`POOL`]): a connection holds a buffer only while its send is in flight, so idle
-/// connections hold none, and a busy processor does not allocate per reply.
+/// (the context's send-buffer pool, `ctx::with_send_buffers`): a connection holds a buffer
+/// only while its send is in flight, so idle connections hold none, and a busy processor does
+/// not allocate per reply.
 const POOL_BUFFERS: usize = 64;
 /// The tag in an SQE's `user_data` that marks a write-behind send (bit 1; bit 0 marks
 /// cancels, and both together the eventfd's cancel, see `driver/uring.rs`).
@@ -68,15 +70,9 @@ impl Wake for Unparker {
     }
 }
 
-thread_local! {
-    /// Spare send buffers of this thread (see [`POOL_BUFFERS`]). Used only inside short
-    /// closures that never switch fibers.
-    static POOL: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
 /// An empty buffer from this thread's pool, or a new one.
 fn pooled_buffer() -> Vec<u8> {
-    POOL.with(|p| p.borrow_mut().pop()).unwrap_or_default()
+    ctx::with_send_buffers(|p| p.pop()).unwrap_or_default()
 }
 
 /// Gives `buf` back to this thread's pool (or frees it when the pool is full).
@@ -85,8 +81,7 @@ fn recycle(mut buf: Vec<u8>) {
         return;
     }
     buf.clear();
-    POOL.with(|p| {
-        let mut p = p.borrow_mut();
+    ctx::with_send_buffers(|p| {
         if p.len() < POOL_BUFFERS {
             p.push(buf);
         }
@@ -152,9 +147,9 @@ impl Slot {
         {
             tries += 1;
             match (fiber::in_fiber(), tries < CLAIM_SPINS) {
-                (true, true) => crate::yield_now(),
+                (true, true) => yield_now(),
                 (true, false) => {
-                    let _ = crate::sleep(CLAIM_SLEEP);
+                    let _ = sleep(CLAIM_SLEEP);
                 }
                 (false, true) => std::thread::yield_now(),
                 (false, false) => std::thread::sleep(CLAIM_SLEEP),
@@ -208,7 +203,7 @@ impl Claim<'_> {
                 let in_fiber = fiber::in_fiber();
                 self.slot.signal.wait(park::current_unparker, || {
                     if in_fiber {
-                        fiber::park_current(None);
+                        park::park_current(None);
                     } else {
                         std::thread::park();
                     }

@@ -33,10 +33,10 @@
 //!   does, the call falls back to a `POLL_ADD` on the ring and the syscall).
 //! - **Co-operative budget**: an operation that completes without parking (epoll, when the
 //!   socket is ready) counts against the running fiber's budget of
-//!   `runtime::processor::OP_BUDGET_PER_RUN` operations per run; when it is spent the fiber
-//!   yields. Without it a connection whose socket never runs dry would starve every other fiber
-//!   of its processor (memcached bounds the same thing with `-R`). io_uring operations always
-//!   park, so they never spend it.
+//!   `ctx::OP_BUDGET_PER_RUN` operations per run (spent by `op::spend_op_budget`); when it is
+//!   spent the fiber yields. Without it a connection whose socket never runs dry would starve
+//!   every other fiber of its processor (memcached bounds the same thing with `-R`). io_uring
+//!   operations always park, so they never spend it.
 //! - **Migration**: a completion arrives on the ring of the processor that submitted it, which
 //!   wakes the fiber through the ordinary unpark path, so a fiber that moved (or belongs to
 //!   another cluster) is queued where it belongs; a cancel from a fiber that moved is forwarded

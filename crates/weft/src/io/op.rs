@@ -24,11 +24,12 @@ use std::time::Instant;
 
 pub(crate) use super::driver::epoll::Registration;
 use super::driver::{Driver, DriverShared};
-use crate::fiber::{self, FiberRef};
+use crate::ctx;
+use crate::error::Cancelled;
+use crate::fiber::core::FiberRef;
+use crate::fiber::current::{self as fiber, yield_now};
+use crate::fiber::park::{park, park_current, Parked};
 use crate::loom::{AtomicI32, AtomicU8};
-use crate::park::{park, Parked};
-use crate::runtime::processor;
-use crate::Cancelled;
 
 use super::op_state as protocol;
 pub(crate) use super::op_state::{ACK, DONE};
@@ -111,7 +112,7 @@ impl Completion {
             }
             if gave_up.is_some() {
                 // Uncancellable: the kernel may still write into our buffers.
-                fiber::park_current(None);
+                park_current(None);
                 continue;
             }
             let why = match park(deadline) {
@@ -148,12 +149,11 @@ impl Completion {
     }
 
     fn send_cancel(&self) {
-        let p = processor::current();
-        // SAFETY: a non-null `current` is this thread's live processor; the borrow ends before
-        // the fiber switches out.
-        if let Some(p) = unsafe { p.as_ref() } {
-            if Arc::ptr_eq(p.driver().shared(), &self.owner) {
-                p.driver().cancel_local(self);
+        // SAFETY: a non-null driver is this processor thread's live one; the borrow ends
+        // before the fiber switches out.
+        if let Some(driver) = unsafe { thread_driver().as_ref() } {
+            if Arc::ptr_eq(driver.shared(), &self.owner) {
+                driver.cancel_local(self);
                 return;
             }
         }
@@ -168,10 +168,26 @@ pub(crate) fn current_driver<'a>() -> Option<&'a Driver> {
     if !fiber::in_fiber() {
         return None;
     }
-    let p = processor::current();
-    // SAFETY: a non-null `current` is this thread's live processor, which outlives the fiber's
-    // stay on this thread; callers drop the reference before switching out.
-    unsafe { p.as_ref() }.map(|p| p.driver())
+    // SAFETY: a non-null driver is this processor thread's live one, which outlives the
+    // fiber's stay on this thread; callers drop the reference before switching out.
+    unsafe { thread_driver().as_ref() }
+}
+
+/// This processor thread's driver, or null: the context's driver slot, which the processor
+/// sets to its own `Driver` for the thread's whole life (`runtime::processor`).
+fn thread_driver() -> *const Driver {
+    ctx::driver().cast::<Driver>()
+}
+
+/// Counts one operation that completed without parking; when the running fiber has used up
+/// its budget ([`ctx::OP_BUDGET_PER_RUN`]) it yields (to the back of the yield queue) and gets
+/// a fresh one on resumption. No-op outside fibers. Never inlined: it reads a thread-local and
+/// may switch (see `ctx`).
+#[inline(never)]
+pub(crate) fn spend_op_budget() {
+    if ctx::spend_op() && fiber::in_fiber() {
+        yield_now();
+    }
 }
 
 /// Waits until `fd` is ready for `dir`, for code that tries non-blocking syscalls (the epoll
@@ -320,7 +336,7 @@ pub(crate) unsafe fn linked_pair_on_uring(
 /// connection would hand the accepting fiber one connection per pass of the run queue, while
 /// the others wait in the kernel's queue). A success spends the fiber's operation budget like
 /// any operation that completed without parking, so the fiber still switches out within
-/// [`processor::OP_BUDGET_PER_RUN`] operations. On epoll and on plain threads this is [`run`],
+/// [`ctx::OP_BUDGET_PER_RUN`] operations. On epoll and on plain threads this is [`run`],
 /// which tries the syscall first anyway.
 ///
 /// # Safety
@@ -339,7 +355,7 @@ pub(crate) unsafe fn run_syscall_first(
         }
         let r = sys();
         if r >= 0 {
-            processor::spend_op_budget();
+            spend_op_budget();
             return Ok(r as usize);
         }
         let e = io::Error::last_os_error();
@@ -409,7 +425,7 @@ pub(crate) unsafe fn run(
         }
         let r = sys();
         if r >= 0 {
-            processor::spend_op_budget();
+            spend_op_budget();
             return Ok(r as usize);
         }
         let e = io::Error::last_os_error();

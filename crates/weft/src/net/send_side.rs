@@ -21,7 +21,6 @@ use super::sockio;
 use crate::io::behind::{self, Slot};
 use crate::io::driver::Driver;
 use crate::io::op::{self, Registration};
-use crate::runtime::processor;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -85,13 +84,13 @@ impl SendSide {
         claim.settle(|rest| sockio::send_now(fd, reg, rest, deadline()))?;
         let total = bufs.iter().try_fold(0usize, |n, b| n.checked_add(b.len()));
         if let Some(total @ 1..=behind::MAX_BYTES) = total {
-            if !crate::fiber::is_cancelled() {
+            if !crate::fiber::current::is_cancelled() {
                 if let Some(Driver::Uring(ring)) = op::current_driver() {
                     let n = claim.queue(ring, fd, bufs);
                     drop(claim);
                     debug_assert_eq!(n, total);
                     // It completed without parking, like a ready socket on epoll.
-                    processor::spend_op_budget();
+                    op::spend_op_budget();
                     return Ok(n);
                 }
             }
@@ -136,7 +135,7 @@ impl Drop for SendSide {
         if !claim.in_flight() {
             return;
         }
-        if crate::fiber::in_fiber() && !crate::fiber::is_cancelled() {
+        if crate::fiber::current::in_fiber() && !crate::fiber::current::is_cancelled() {
             let fd = sock.as_raw_fd();
             let deadline = self.deadline();
             // A registration of our own: this handle's is gone (only epoll uses it, for a

@@ -146,7 +146,7 @@ impl TcpListener {
                                 ACCEPT_BACKOFF_MAX.as_millis()
                             );
                         }
-                        crate::sleep(backoff).map_err(|_| op::cancelled())?;
+                        crate::fiber::current::sleep(backoff).map_err(|_| op::cancelled())?;
                         backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
                     }
                     Some(libc::ECONNABORTED) => {}

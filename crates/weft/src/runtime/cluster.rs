@@ -19,7 +19,8 @@ use super::idle::Idle;
 use super::processor::{self, Processor, Started};
 use super::sched_stats::{self, ProcessorStats, SchedStats};
 use super::yield_queue::{self, YieldShared};
-use crate::fiber::{stack, Task};
+use crate::fiber::core::{Scheduler, Task};
+use crate::fiber::stack;
 use crate::io::driver::Waker;
 use crate::io::IoBackend;
 use crate::poison::Recover;
@@ -122,6 +123,17 @@ impl ClusterShared {
     }
 }
 
+/// The cluster as the fiber layer sees it (the type of a fiber record's `cluster`).
+impl Scheduler for ClusterShared {
+    fn push_home(&self, home: usize, task: Task) {
+        ClusterShared::push_home(self, home, task);
+    }
+
+    fn push_remote(&self, task: Task) {
+        ClusterShared::push_remote(self, task);
+    }
+}
+
 /// A handle to a cluster of processors. Clone it freely; see the module docs for its lifetime.
 pub struct Cluster {
     pub(crate) shared: Arc<ClusterShared>,
@@ -150,12 +162,12 @@ impl Cluster {
     }
 
     /// Spawns a fiber on this cluster. Panics where [`crate::spawn`] does.
-    pub fn spawn<F, T>(&self, f: F) -> crate::JoinHandle<T>
+    pub fn spawn<F, T>(&self, f: F) -> super::spawn::JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        crate::Builder::new()
+        super::spawn::Builder::new()
             .cluster(self)
             .spawn(f)
             .unwrap_or_else(|e| panic!("weft: cannot spawn a fiber: {e}"))
@@ -301,6 +313,7 @@ impl ClusterBuilder {
 
     /// Starts the processors.
     pub fn build(self) -> io::Result<Cluster> {
+        super::install_hooks();
         let processors = match self.processors {
             Some(0) => {
                 return Err(io::Error::new(

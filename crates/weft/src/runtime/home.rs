@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 
-use crate::fiber::Task;
+use crate::fiber::core::Task;
 use crate::sched::inject::Inject;
 
 /// How many times in a row the LIFO slot may run before its task goes to the back of the FIFO.

@@ -1,10 +1,15 @@
-//! The machinery under fibers: processors, clusters, idle sleep and timers.
+//! The machinery under fibers: processors, clusters, idle sleep and timers, and spawning.
+//!
+//! Layer 4 with `sched` (ARCHITECTURE.md, "Layers"): it may use `sched`, `io`, `fiber`, `ctx`
+//! and the leaves. The fiber layer below calls up into it only through the hooks installed
+//! here ([`install_hooks`]) and the [`Scheduler`] trait `ClusterShared` implements.
 
 pub(crate) mod cluster;
 pub(crate) mod home;
 pub(crate) mod idle;
 pub(crate) mod processor;
 pub mod sched_stats;
+pub(crate) mod spawn;
 pub(crate) mod timer;
 pub(crate) mod yield_queue;
 
@@ -15,7 +20,8 @@ use std::time::Instant;
 pub(crate) use cluster::ClusterShared;
 pub use cluster::{default_cluster, Cluster, ClusterBuilder};
 
-use crate::fiber::{stack, FiberRef, FiberStack, Task};
+use crate::fiber::core::{FiberRef, Hooks, Scheduler, Task};
+use crate::fiber::stack::{self, FiberStack};
 use crate::sched::Origin;
 
 /// Makes `task` runnable. A started fiber goes to its home processor (its own queue when that
@@ -30,7 +36,7 @@ pub(crate) fn schedule(task: Task, origin: Origin) {
         if !p.is_null() {
             // SAFETY: a non-null `current` is this thread's live processor.
             let p = unsafe { &*p };
-            if p.index == home && Arc::ptr_eq(cluster, &p.cluster) {
+            if p.index == home && same_cluster(cluster, &p.cluster) {
                 p.push_home(task);
                 return;
             }
@@ -41,13 +47,29 @@ pub(crate) fn schedule(task: Task, origin: Origin) {
     if !p.is_null() {
         // SAFETY: a non-null `current` is this thread's live processor.
         let p = unsafe { &*p };
-        if Arc::ptr_eq(cluster, &p.cluster) {
+        if same_cluster(cluster, &p.cluster) {
             p.push_local(task, origin);
             return;
         }
     }
     let cluster = cluster.clone();
     cluster.push_remote(task);
+}
+
+/// Whether the fiber's cluster `a` is the processor's cluster `b`.
+#[inline]
+fn same_cluster(a: &Arc<dyn Scheduler>, b: &Arc<ClusterShared>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+}
+
+/// Installs the hooks through which the fiber layer reaches the scheduler (a wake-up's new
+/// `Task` goes to [`schedule`], a park's deadline to [`add_timer`]). Called before any fiber
+/// exists (`ClusterBuilder::build`).
+pub(crate) fn install_hooks() {
+    crate::fiber::core::install_hooks(Hooks {
+        wake: |task| schedule(task, Origin::Wake),
+        arm_timer: add_timer,
+    });
 }
 
 /// Arms a timer on the current processor (see `timer::TimerHeap::add`); `false` outside

@@ -13,8 +13,9 @@
 //! `epoll_wait`), bounded by its earliest timer and ended early by its eventfd waker.
 //!
 //! Invariants:
-//! - `CURRENT` points at this thread's `Processor` for the thread's whole life and is only read
-//!   through the non-inlined [`current`], so a fiber that moved threads never sees the old one;
+//! - the context's processor slot (`ctx`) points at this thread's `Processor` for the thread's
+//!   whole life and is only read through the non-inlined [`current`], so a fiber that moved
+//!   threads never sees the old one; the driver slot points at its driver for as long;
 //! - no `RefCell` borrow is held across `resume` (the fiber may call back into the processor);
 //! - the processor touches a fiber's coroutine only while it holds the fiber's `Task`.
 
@@ -33,7 +34,10 @@ use super::home::HomeQueue;
 use super::sched_stats::{self, ProcessorStats};
 use super::timer::TimerHeap;
 use super::yield_queue::YieldLane;
-use crate::fiber::{self, Fiber, FiberRef, FiberStack, Suspend, Task};
+use crate::ctx;
+use crate::fiber::core::{Fiber, FiberRef, Suspend, Task};
+use crate::fiber::park::finish_park;
+use crate::fiber::stack::{self, FiberStack};
 use crate::io::driver::{Driver, PollMode};
 use crate::sched::{LocalQueue, Origin, OLDEST_CHECK_INTERVAL};
 
@@ -71,47 +75,11 @@ pub(crate) struct Processor {
     last_reap_ns: Cell<u64>,
 }
 
-thread_local! {
-    static CURRENT: Cell<*const Processor> = const { Cell::new(ptr::null()) };
-    /// The fiber being resumed on this thread right now, or null between fibers. Kept apart
-    /// from `CURRENT` so that "which fiber am I" costs one thread-local read.
-    static RUNNING: Cell<*const Fiber> = const { Cell::new(ptr::null()) };
-    /// Operations the running fiber may still complete without switching out; see
-    /// [`spend_op_budget`].
-    static OP_BUDGET: Cell<u32> = const { Cell::new(OP_BUDGET_PER_RUN) };
-}
-
-/// How many operations a fiber may complete in a row without switching out before it is made
-/// to yield (memcached's `-R`, tokio's co-operative budget): on epoll a socket that always has
-/// data would otherwise let one connection's fiber starve every other fiber of its processor.
-pub(crate) const OP_BUDGET_PER_RUN: u32 = 128;
-
-/// Counts one operation that completed without parking; when the running fiber has used up
-/// its budget it yields (to the back of the yield queue) and gets a fresh one on resumption.
-/// No-op outside fibers. Never inlined: it reads a thread-local and may switch, see the module
-/// invariants.
-#[inline(never)]
-pub(crate) fn spend_op_budget() {
-    let exhausted = OP_BUDGET.with(|b| {
-        let left = b.get().saturating_sub(1);
-        b.set(left);
-        left == 0
-    });
-    if exhausted && !running_fiber().is_null() {
-        crate::yield_now();
-    }
-}
-
-/// The fiber running on this thread, or null. Never inlined: see the module invariants.
-#[inline(never)]
-pub(crate) fn running_fiber() -> *const Fiber {
-    RUNNING.with(|r| r.get())
-}
-
-/// The processor running on this thread, or null. Never inlined: see the module invariants.
+/// The processor running on this thread, or null (the context's processor slot, which only
+/// [`Processor::run`] sets). Never inlined: see the module invariants.
 #[inline(never)]
 pub(crate) fn current() -> *const Processor {
-    CURRENT.with(|c| c.get())
+    ctx::processor().cast::<Processor>()
 }
 
 impl Processor {
@@ -126,8 +94,8 @@ impl Processor {
         yield_lane: YieldLane,
         started: Sender<Started>,
     ) {
-        fiber::overflow::install_handler();
-        let _alt_stack = fiber::overflow::AltStack::ensure();
+        crate::fiber::overflow::install_handler();
+        let _alt_stack = crate::fiber::overflow::AltStack::ensure();
         // Built here, not in `ClusterBuilder::build`: a single-issuer ring belongs to the thread
         // that creates it.
         let driver = match Driver::new(cluster.io, cluster.wakers[index].clone()) {
@@ -158,9 +126,12 @@ impl Processor {
             driver,
             last_reap_ns: Cell::new(0),
         };
-        CURRENT.with(|c| c.set(&processor));
+        ctx::set_processor(
+            ptr::addr_of!(processor).cast(),
+            ptr::addr_of!(processor.driver).cast(),
+        );
         processor.main_loop();
-        CURRENT.with(|c| c.set(ptr::null()));
+        ctx::set_processor(ptr::null(), ptr::null());
         if let Some(stats) = processor.stats() {
             if sched_stats::env_enabled() {
                 eprintln!(
@@ -361,14 +332,14 @@ impl Processor {
             now
         });
         fiber.placement.starting_on(self.index);
-        RUNNING.with(|r| r.set(Arc::as_ptr(&task.0)));
-        OP_BUDGET.with(|b| b.set(OP_BUDGET_PER_RUN));
+        ctx::set_fiber(Arc::as_ptr(&task.0).cast());
+        ctx::refill_op_budget();
         // SAFETY: this processor holds the fiber's only Task, so nobody else touches the
         // coroutine until it is handed on below.
         let coroutine =
             unsafe { (*fiber.coroutine.get()).as_mut() }.expect("a runnable fiber has a coroutine");
         let result = coroutine.resume(());
-        RUNNING.with(|r| r.set(ptr::null()));
+        ctx::set_fiber(ptr::null());
         if let (Some(stats), Some(started)) = (self.stats(), started_ns) {
             stats.record_run(sched_stats::now_ns().saturating_sub(started), || {
                 fiber
@@ -393,7 +364,7 @@ impl Processor {
             }
             CoroutineResult::Yield(Suspend::Park) => {
                 let homed = fiber.placement.home().is_some();
-                if let Some(task) = fiber::finish_park(task) {
+                if let Some(task) = finish_park(task) {
                     self.stamp(&task);
                     if homed {
                         self.home.borrow_mut().push(task);
@@ -417,9 +388,9 @@ impl Processor {
                 let stack = coroutine.into_stack();
                 let size_matches = stack.usable_size() == self.cluster.stack_size;
                 if size_matches {
-                    fiber::stack::give_back(stack, Some(&mut self.stacks.borrow_mut()));
+                    stack::give_back(stack, Some(&mut self.stacks.borrow_mut()));
                 } else {
-                    fiber::stack::give_back(stack, None);
+                    stack::give_back(stack, None);
                 }
             }
         }
@@ -437,11 +408,6 @@ impl Processor {
         self.stamp(&task);
         self.local.borrow_mut().push(task, origin);
         self.cluster.notify_local_work();
-    }
-
-    /// This processor's I/O driver. Only for this thread, and not across a fiber switch.
-    pub(crate) fn driver(&self) -> &Driver {
-        &self.driver
     }
 
     /// Arms a timer on this processor (see [`TimerHeap::add`]).

@@ -19,7 +19,7 @@ use std::cmp::{Ordering as CmpOrdering, Reverse};
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
-use crate::fiber::FiberRef;
+use crate::fiber::core::FiberRef;
 
 struct Entry {
     deadline: Instant,
@@ -112,7 +112,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::TimerHeap;
-    use crate::park::{current_unparker, park, Parked};
+    use crate::fiber::park::{current_unparker, park, Parked};
 
     /// A fiber parks with a deadline, is woken early, then parks without one: the first park's
     /// timer entry is stale and must not end the second park when its deadline passes.
@@ -204,7 +204,7 @@ mod tests {
             .unwrap();
         let scanned = cluster
             .spawn(|| {
-                let me = crate::fiber::current_ref().unwrap();
+                let me = crate::fiber::current::current_ref().unwrap();
                 let gen = me.0.timer_gen.load(Ordering::Acquire);
                 let far = Instant::now() + Duration::from_secs(3600);
                 let mut heap = TimerHeap::default();

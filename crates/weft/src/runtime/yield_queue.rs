@@ -11,7 +11,7 @@
 //! other processors only steal (`ring::Steal`). A full lane moves half its fibers to the
 //! overflow in one batch, so a yield never fails and never blocks.
 
-use crate::fiber::Task;
+use crate::fiber::core::Task;
 use crate::sched::inject::Inject;
 use crate::sched::ring;
 

@@ -42,7 +42,7 @@
 use crate::poison::Recover;
 use std::sync::Arc;
 
-pub use crate::fiber::Task;
+pub use crate::fiber::core::Task;
 
 pub mod global_fifo;
 mod global_queue;

@@ -45,8 +45,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::fiber::park::{park, Parked, Unparker, WaitNode};
 use crate::loom::{Mutex, MutexGuard};
-use crate::park::{park, Parked, Unparker, WaitNode};
 use crate::poison::Recover;
 
 /// One fiber or thread waiting in a [`WaitList`]: its own node, which it keeps alive by being

@@ -1,4 +1,5 @@
-//! Spawning fibers and joining them.
+//! Spawning fibers, joining them, and moving them between clusters: the public fiber calls
+//! that need the scheduler (re-exported by `fiber`).
 
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
@@ -8,10 +9,12 @@ use std::sync::{Arc, Mutex};
 
 use corosensei::Coroutine;
 
-use super::core::{Fiber, FiberRef, FiberYielder, Placement, Task, EMPTY};
-use super::local::LocalMap;
+use crate::ctx::{LocalMap, WaitNode};
+use crate::fiber::core::{Fiber, FiberRef, FiberYielder, Placement, Suspend, Task, EMPTY};
+use crate::fiber::current::{current_fiber_ptr, suspend};
+use crate::fiber::park::{current_unparker, park, Parked, Unparker};
+use crate::fiber::stack;
 use crate::loom::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering, StaticAtomicU64};
-use crate::park::{park, Parked, Unparker};
 use crate::poison::Recover;
 use crate::runtime::{self, Cluster};
 use crate::sched::Origin;
@@ -132,9 +135,9 @@ impl Builder {
             },
         };
         let size = match self.stack_size {
-            Some(s) => super::stack::checked_size(s)?
+            Some(s) => stack::checked_size(s)?
                 .get()
-                .next_multiple_of(super::stack::page_size()),
+                .next_multiple_of(stack::page_size()),
             None => cluster.stack_size,
         };
         let stack = runtime::take_stack(size)?;
@@ -150,7 +153,7 @@ impl Builder {
         });
         let completion = packet.clone();
         let coroutine = Coroutine::with_stack(stack, move |yielder: &FiberYielder, ()| {
-            let me = super::current_fiber_ptr();
+            let me = current_fiber_ptr();
             // SAFETY: the coroutine only runs as the fiber `me`, which is alive while it runs.
             let me = unsafe { &*me };
             me.yielder.set(yielder);
@@ -176,7 +179,7 @@ impl Builder {
             yielder: Cell::new(std::ptr::null()),
             stack_hint: AtomicUsize::new(0),
             locals: UnsafeCell::new(LocalMap::default()),
-            wait_node: crate::park::WaitNode::new(),
+            wait_node: WaitNode::new(),
             guard,
             stack_size,
             queued_ns: AtomicU64::new(0),
@@ -189,6 +192,51 @@ impl Builder {
         runtime::schedule(Task(fiber), Origin::Spawn);
         Ok(handle)
     }
+}
+
+/// Moves the calling fiber to `cluster`; it continues there, on whichever of its processors
+/// first takes it, and stays on that one. A no-op when it is already there.
+///
+/// # Safety
+///
+/// The fiber continues on another OS thread: nothing that depends on the OS thread may be alive
+/// in the calling fiber across this call (see [`Builder::migratable`] for what that covers).
+/// It must not be called while the thread is panicking (from a destructor during unwinding):
+/// std counts panics per thread.
+///
+/// # Panics
+/// When called outside a fiber, or while panicking.
+pub unsafe fn migrate(cluster: &Cluster) {
+    let here = runtime::current_cluster();
+    let me = current_fiber_ptr();
+    assert!(!me.is_null(), "weft::migrate called outside a fiber");
+    if here.is_some_and(|h| std::sync::Arc::ptr_eq(&h, &cluster.shared)) {
+        return;
+    }
+    assert!(
+        !std::thread::panicking(),
+        "weft::migrate called while panicking: unwinding must end on the thread it began on"
+    );
+    // SAFETY: `me` is the running fiber and we are on its stack.
+    unsafe { suspend(me, Suspend::Migrate(cluster.shared.clone())) };
+}
+
+/// Spawns a fiber that may be resumed on any processor of its cluster after it started
+/// (see [`Builder::migratable`]). Panics where [`spawn`] does.
+///
+/// # Safety
+///
+/// As for [`Builder::migratable`]: nothing thread-bound alive across the fiber's blocking
+/// calls.
+pub unsafe fn spawn_migratable<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    // SAFETY: forwarded from the caller.
+    unsafe { Builder::new().migratable() }
+        .spawn(f)
+        .unwrap_or_else(|e| panic!("weft: cannot spawn a fiber: {e}"))
 }
 
 /// Where a fiber leaves its result for the one who joins it.
@@ -240,7 +288,7 @@ impl<T> JoinHandle<T> {
                 if let Some(result) = state.result.take() {
                     return result.map_err(JoinError::Panicked);
                 }
-                state.waiter = Some(crate::park::current_unparker());
+                state.waiter = Some(current_unparker());
             }
             if park(None) == Parked::Cancelled {
                 return Err(JoinError::Cancelled);

@@ -1,6 +1,6 @@
 //! The park/unpark protocol on a fiber's `state` word, apart from the fiber record so loom can
-//! check it (`park_state::loom`). `fiber::core` calls these; the behaviour is the one described
-//! there:
+//! check it (`park::state::loom`). `park::switch` calls these; the behaviour is the one described
+//! in `fiber::core`:
 //! - `EMPTY`: running, queued, or on its way to parking;
 //! - `NOTIFIED`: as `EMPTY`, plus a wake-up token the next park will consume;
 //! - `PARKED`: switched out and in no queue; the unparker that moves it back to `EMPTY` creates

@@ -1,4 +1,7 @@
-//! Parking: the one primitive every blocking point in weft is built on.
+//! Parking: the one primitive every blocking point in weft is built on, and the whole
+//! park/unpark state machine under it: the protocol on a fiber's `state` word (`state`,
+//! loom-checked), a fiber's side of it (`switch`: park, finish, wake) and the wait nodes the
+//! `sync` lists link (`wait_node`; the data is `ctx::WaitNode`).
 //!
 //! [`park`] suspends the caller until an [`Unparker`] for it is used, the deadline passes, or
 //! (for a fiber) it is cancelled. The caller may be a fiber, which parks without blocking its
@@ -11,12 +14,17 @@
 //! - `park` may return [`Parked::Woken`] spuriously; callers re-check their condition in a loop.
 //! - Cancellation is checked before parking and after every wake-up, and wins over a timeout.
 
-use std::cell::Cell;
-use std::sync::Arc;
+pub(crate) mod state;
+mod switch;
+mod wait_node;
+
 use std::time::Instant;
 
-use crate::fiber;
-use crate::loom::{thread, AtomicBool, Ordering};
+pub(crate) use self::switch::{finish_park, park_current, park_fiber, unpark, unpark_owned};
+pub(crate) use crate::ctx::WaitNode;
+use crate::fiber::core::FiberRef;
+use crate::fiber::current::{current_fiber_ptr, current_ref, fiber_is_cancelled};
+use crate::loom::thread;
 
 /// How a [`park`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +45,7 @@ pub(crate) struct Unparker {
 
 #[derive(Clone)]
 enum Target {
-    Fiber(fiber::FiberRef),
+    Fiber(FiberRef),
     Thread(thread::Thread),
 }
 
@@ -54,7 +62,7 @@ impl Unparker {
     /// its strong count instead of a clone of it.
     pub(crate) fn unpark_owned(self) {
         match self.target {
-            Target::Fiber(f) => fiber::unpark_owned(f.0),
+            Target::Fiber(f) => unpark_owned(f.0),
             Target::Thread(t) => t.unpark(),
         }
     }
@@ -79,148 +87,9 @@ impl std::fmt::Debug for Unparker {
     }
 }
 
-/// A fiber's or thread's entry in the intrusive wait lists of `sync::wait_queue`. Each fiber has
-/// one in its record and each OS thread one in a thread-local: a waiter is in at most one list
-/// at a time, so a wait allocates nothing and queueing links the node itself.
-///
-/// `next` belongs to the list the node is in and is read and written only under that list's
-/// owner's lock; `notified` is written by the notifier that unlinks the node (under the same
-/// lock) and read by the owner.
-pub(crate) struct WaitNode {
-    notified: AtomicBool,
-    /// The next node of the list this one is in (null at the tail, or when in no list).
-    next: Cell<*const WaitNode>,
-    /// The thread to unpark for a thread's node; `None` for the node in a fiber's record.
-    thread: Option<thread::Thread>,
-}
-
-// SAFETY: `next` (the only field that is not thread-safe) is touched only under the lock of the
-// list the node is in, and every other field is immutable or atomic.
-unsafe impl Sync for WaitNode {}
-// SAFETY: as above; a node is moved only before it is ever listed.
-unsafe impl Send for WaitNode {}
-
-impl WaitNode {
-    crate::loom::const_fn_unless_loom! {
-        /// The node inside a fiber's record.
-        pub(crate) const fn new() -> WaitNode {
-            WaitNode {
-                notified: AtomicBool::new(false),
-                next: Cell::new(std::ptr::null()),
-                thread: None,
-            }
-        }
-    }
-
-    /// A node whose owner is the OS thread `thread`.
-    pub(crate) fn for_thread(thread: thread::Thread) -> WaitNode {
-        WaitNode {
-            notified: AtomicBool::new(false),
-            next: Cell::new(std::ptr::null()),
-            thread: Some(thread),
-        }
-    }
-
-    /// The node of the calling fiber, or of the calling thread outside fibers. It stays valid
-    /// as long as its owner lives, which covers every wait the owner makes.
-    pub(crate) fn current() -> *const WaitNode {
-        thread::thread_local! {
-            static NODE: WaitNode = WaitNode::for_thread(thread::current());
-        }
-        let fiber = fiber::current_fiber_ptr();
-        if fiber.is_null() {
-            NODE.with(|n| n as *const WaitNode)
-        } else {
-            // SAFETY: `fiber` is the fiber running here, alive while it runs.
-            unsafe { std::ptr::addr_of!((*fiber).wait_node) }
-        }
-    }
-
-    /// Clears the flag for a new wait. Only the owner calls it, and only while the node is in
-    /// no list, so no notifier of an earlier wait can still write it.
-    pub(crate) fn reset(&self) {
-        self.notified.store(false, Ordering::Relaxed);
-    }
-
-    /// Whether a notifier unlinked the node (`Acquire`: pairs with [`WaitNode::take_listed`]).
-    pub(crate) fn is_notified(&self) -> bool {
-        self.notified.load(Ordering::Acquire)
-    }
-
-    /// The next node of the list (under the list owner's lock).
-    pub(crate) fn next(&self) -> *const WaitNode {
-        self.next.get()
-    }
-
-    /// Sets the next node of the list (under the list owner's lock).
-    pub(crate) fn set_next(&self, next: *const WaitNode) {
-        self.next.set(next);
-    }
-
-    /// Called as the node is linked into a list: a fiber's node makes the list hold one strong
-    /// count of the fiber, so a parked fiber that nobody else references stays alive while it
-    /// waits. A thread's node needs none (the thread is blocked in its wait).
-    ///
-    /// # Safety
-    /// `node` is the caller's own node ([`WaitNode::current`]) and is being linked.
-    pub(crate) unsafe fn retain_listed(node: *const WaitNode) {
-        // SAFETY: the caller's own node is alive.
-        if unsafe { (*node).thread.is_none() } {
-            // SAFETY: a node without a thread is the `wait_node` field of a live `Arc<Fiber>`.
-            unsafe { Arc::increment_strong_count(fiber::fiber_of_node(node)) };
-        }
-    }
-
-    /// Undoes [`WaitNode::retain_listed`] for a node its owner unlinked itself (a timeout or a
-    /// cancellation). The owner is running, so this never drops the last count.
-    ///
-    /// # Safety
-    /// `node` was linked with `retain_listed` and has just been unlinked by its owner.
-    pub(crate) unsafe fn release_listed(node: *const WaitNode) {
-        // SAFETY: the owner is alive and calls this.
-        if unsafe { (*node).thread.is_none() } {
-            // SAFETY: the count taken by `retain_listed`.
-            unsafe { Arc::decrement_strong_count(fiber::fiber_of_node(node)) };
-        }
-    }
-
-    /// Marks an unlinked node notified and returns what wakes its owner, carrying the strong
-    /// count the list held (a thread's handle for a thread). The node is not touched after
-    /// the flag is set: its owner may return from its wait, and a thread may exit, at once.
-    /// `Release` makes what the notifier hands over (a mutex's data, a permit) visible to the
-    /// owner's `Acquire` in [`WaitNode::is_notified`].
-    ///
-    /// # Safety
-    /// `node` was linked with `retain_listed` and has just been unlinked, under the lock, by a
-    /// notifier (who calls this before releasing the lock).
-    pub(crate) unsafe fn take_listed(node: *const WaitNode) -> Unparker {
-        // SAFETY: a listed node is alive: the list holds its fiber's count, or its thread is
-        // blocked waiting.
-        let node = unsafe { &*node };
-        let target = match &node.thread {
-            // SAFETY: the count `retain_listed` took moves into the unparker.
-            None => Target::Fiber(fiber::FiberRef(unsafe {
-                Arc::from_raw(fiber::fiber_of_node(node))
-            })),
-            Some(thread) => Target::Thread(thread.clone()),
-        };
-        node.notified.store(true, Ordering::Release);
-        Unparker { target }
-    }
-}
-
-impl std::fmt::Debug for WaitNode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WaitNode")
-            .field("notified", &self.notified.load(Ordering::Relaxed))
-            .field("thread", &self.thread.as_ref().map(|t| t.id()))
-            .finish()
-    }
-}
-
 /// An unparker for the calling fiber, or for the calling thread outside any fiber.
 pub(crate) fn current_unparker() -> Unparker {
-    match fiber::current_ref() {
+    match current_ref() {
         Some(f) => Unparker {
             target: Target::Fiber(f),
         },
@@ -233,21 +102,21 @@ pub(crate) fn current_unparker() -> Unparker {
 /// Parks the caller until unparked, `deadline` passes, or the current fiber is cancelled.
 ///
 /// Inlined (with `park_fiber`) so that fewer call frames stay open across the stack switch:
-/// each one costs mispredicted returns on both sides of it (see `crate::yield_now`).
+/// each one costs mispredicted returns on both sides of it (see `fiber::current::yield_now`).
 #[inline(always)]
 pub(crate) fn park(deadline: Option<Instant>) -> Parked {
     // One thread-local read for the whole park: the fiber's record stays valid across the
     // switch even when it resumes on another thread.
-    let me = fiber::current_fiber_ptr();
+    let me = current_fiber_ptr();
     if !me.is_null() {
         // SAFETY: `me` is the fiber running here.
-        if unsafe { fiber::fiber_is_cancelled(me) } {
+        if unsafe { fiber_is_cancelled(me) } {
             return Parked::Cancelled;
         }
         // SAFETY: `me` is the fiber running here and we are on its stack.
-        unsafe { fiber::park_fiber(me, deadline) };
+        unsafe { park_fiber(me, deadline) };
         // SAFETY: `me` is still this fiber's own record, wherever it resumed.
-        if unsafe { fiber::fiber_is_cancelled(me) } {
+        if unsafe { fiber_is_cancelled(me) } {
             return Parked::Cancelled;
         }
     } else {

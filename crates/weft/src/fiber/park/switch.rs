@@ -1,0 +1,124 @@
+//! A fiber's half of parking: switching out to park (the fiber), finishing the park (its
+//! processor) and waking it (any unparker), on the record's `state` word through the protocol
+//! in `state`. See `fiber::core` for the states and who may store which.
+//!
+//! The scheduler is above this layer: a wake-up's new `Task` and a park's timer go to it
+//! through `core::hooks`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::state;
+use crate::fiber::core::{hooks, Fiber, FiberRef, Suspend, Task};
+use crate::fiber::current::{current_fiber_ptr, suspend};
+use crate::loom::Ordering;
+
+/// Parks the current fiber until unparked or `deadline` (the fiber half of [`super::park`]).
+pub(crate) fn park_current(deadline: Option<Instant>) {
+    let me = current_fiber_ptr();
+    if !me.is_null() {
+        // SAFETY: `me` is the running fiber and we are on its stack.
+        unsafe { park_fiber(me, deadline) };
+    }
+}
+
+/// Parks the fiber `me` until unparked or `deadline`.
+///
+/// # Safety
+/// `me` must be the fiber running on this thread (from `current_fiber_ptr`), and the caller must
+/// run on its stack. `me` stays valid after the switch (it is the caller's own record), even if
+/// the fiber resumes on another thread.
+#[inline(always)]
+pub(crate) unsafe fn park_fiber(me: *const Fiber, deadline: Option<Instant>) {
+    // SAFETY: per the contract `me` is the running fiber, alive while it runs.
+    let fiber = unsafe { &*me };
+    if take_token(fiber) {
+        return;
+    }
+    let armed = match deadline {
+        Some(d) if Instant::now() >= d => return,
+        Some(d) => {
+            // SAFETY: `me` came from `Arc::as_ptr` of the Task the processor holds while the
+            // fiber runs; one more strong count makes the timer's reference.
+            let own = unsafe {
+                std::sync::Arc::increment_strong_count(me);
+                FiberRef(std::sync::Arc::from_raw(me))
+            };
+            // Only this fiber writes its generation, so a relaxed load sees its own last store.
+            let generation = fiber.timer_gen.load(Ordering::Relaxed);
+            (hooks().arm_timer)(d, own, generation)
+        }
+        None => false,
+    };
+    let here = 0u8;
+    fiber
+        .stack_hint
+        .store(std::ptr::addr_of!(here) as usize, Ordering::Relaxed);
+    // SAFETY: forwarded from the caller.
+    unsafe { suspend(me, Suspend::Park) };
+    if armed {
+        // Whatever woke us, the entry just armed must not wake a later park.
+        let next = fiber.timer_gen.load(Ordering::Relaxed).wrapping_add(1);
+        fiber.timer_gen.store(next, Ordering::Release);
+    }
+}
+
+/// The unpark half of the state machine.
+pub(crate) fn unpark(fiber: &Arc<Fiber>) {
+    if leave_parked(fiber) {
+        prefetch_resume(fiber);
+        (hooks().wake)(Task(fiber.clone()));
+    }
+}
+
+/// [`unpark`] for a caller that owns a strong count: a parked fiber's new `Task` takes it over
+/// (no clone), otherwise it is dropped.
+pub(crate) fn unpark_owned(fiber: Arc<Fiber>) {
+    if leave_parked(&fiber) {
+        prefetch_resume(&fiber);
+        (hooks().wake)(Task(fiber));
+    }
+}
+
+/// Starts fetching what resuming `fiber` reads first: the top of its stack (where the switch
+/// saved its registers) and its coroutine record. A hint only: on other architectures, or with
+/// no hint yet, nothing happens.
+#[inline]
+fn prefetch_resume(fiber: &Fiber) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let sp = fiber.stack_hint.load(Ordering::Relaxed);
+        if sp != 0 {
+            // SAFETY: prefetching never faults, whatever the address.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>((sp - 128) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>((sp - 64) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(sp as *const i8);
+            }
+        }
+        // SAFETY: as above.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(fiber.coroutine.get().cast::<i8>()) };
+    }
+}
+
+/// Moves `state` on for a wake-up (see `state::leave_parked`).
+#[inline]
+fn leave_parked(fiber: &Fiber) -> bool {
+    state::leave_parked(&fiber.state)
+}
+
+/// The processor's half, after the fiber switched out with `Suspend::Park`: park it for real,
+/// or give the task back if a token arrived in the meantime.
+pub(crate) fn finish_park(task: Task) -> Option<Task> {
+    if state::finish_park(&task.0.state) {
+        None
+    } else {
+        Some(task)
+    }
+}
+
+/// The fiber's half before switching out: consume a token if one is there.
+pub(crate) fn take_token(fiber: &Fiber) -> bool {
+    state::take_token(&fiber.state)
+}
