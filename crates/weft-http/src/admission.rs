@@ -1,16 +1,16 @@
-//! Admission of new connections: at most [`UNANSWERED_MAX`] accepted connections whose
+//! Admission of new connections: at most `Config::max_unanswered` accepted connections whose
 //! request the server has not yet answered while the client waits on it.
 //!
-//! A connection holds a [`Slot`] from its `accept` until the server first has to wait for the
-//! client: its first write (the first answer going out), any read after its first one, or a
-//! first read that finds nothing waiting in the socket (a client that connected and has not
-//! sent yet). Until then everything the connection waits for is the server's own work: the
-//! CPU, the open-file cache, the disk. The accept fiber takes a slot before each `accept` and
-//! parks while none is free, so an overload waits in the kernel's listen queue (where it
-//! costs the server nothing) instead of becoming thousands of fibers with stacks and buffers
-//! (docs/notes/disk.md: 8,000 of them, 17 KiB each, pushed the page cache out under a memory
-//! limit and then the OOM killer in). A burst on an idle server still goes in
-//! [`UNANSWERED_MAX`] at a time per round of the processors, not one per round.
+//! A connection holds a [`Slot`] from its `accept` until it first waits for its client: a
+//! read after its first one, a first read that finds nothing waiting (a client that connected
+//! and has not sent yet), a write longer than the socket takes at once, a `send_file`, or its
+//! end. Until then everything it waits for is the server's own work: the CPU, the open-file
+//! cache, the disk. The accept fiber takes a slot before each `accept` and parks while none is
+//! free, so an overload waits in the kernel's listen queue (where it costs the server nothing)
+//! instead of becoming thousands of fibers with stacks and buffers (docs/notes/disk.md: 8,000
+//! of them, 17 KiB each, pushed the page cache out under a memory limit and then the OOM
+//! killer in). A burst on an idle server still goes in as many at a time as there are slots,
+//! not one per round of the processor.
 //!
 //! Invariants: a slot is released exactly once (by [`Slot::release`] or its drop, which also
 //! covers a connection whose worker never ran); a client can hold a slot only while its
@@ -21,18 +21,16 @@ use std::sync::Arc;
 
 use weft::sync::Semaphore;
 
-/// Accepted connections at most whose request waits for the server, not the client.
-pub(crate) const UNANSWERED_MAX: usize = 64;
-
 /// The slots of one server.
 pub(crate) struct Admission {
     free: Semaphore,
 }
 
 impl Admission {
-    pub(crate) fn new() -> Arc<Admission> {
+    /// `slots` slots (at least 1; at most `Semaphore::MAX_PERMITS`).
+    pub(crate) fn new(slots: usize) -> Arc<Admission> {
         Arc::new(Admission {
-            free: Semaphore::new(UNANSWERED_MAX),
+            free: Semaphore::new(slots.clamp(1, Semaphore::MAX_PERMITS)),
         })
     }
 
@@ -82,16 +80,16 @@ mod tests {
 
     #[test]
     fn a_slot_is_given_back_once_by_release_or_drop() {
-        let admission = Admission::new();
+        let admission = Admission::new(8);
         let mut a = admission.acquire().unwrap();
         let b = admission.acquire().unwrap();
-        assert_eq!(admission.free_slots(), UNANSWERED_MAX - 2);
+        assert_eq!(admission.free_slots(), 8 - 2);
         a.release();
         a.release();
         assert!(!a.is_held());
-        assert_eq!(admission.free_slots(), UNANSWERED_MAX - 1);
+        assert_eq!(admission.free_slots(), 8 - 1);
         drop(a);
         drop(b);
-        assert_eq!(admission.free_slots(), UNANSWERED_MAX);
+        assert_eq!(admission.free_slots(), 8);
     }
 }

@@ -20,6 +20,10 @@ pub struct Config {
     pub io: Option<weft::IoBackend>,
     /// Most connections open at once; more are answered 503 and closed.
     pub max_connections: usize,
+    /// Most accepted connections at once whose request waits for the server (the CPU, the
+    /// disk) rather than for the client; past it the accept fiber waits and new connections
+    /// stay in the kernel's listen queue, where they cost no memory (see `admission.rs`).
+    pub max_unanswered: usize,
     /// Where to append an access log line per response.
     pub access_log: Option<PathBuf>,
     /// Longest request line; longer → 414.
@@ -67,6 +71,7 @@ impl Config {
             scheduler: Some(DEFAULT_SCHEDULER.to_owned()),
             io: None,
             max_connections: 16_384,
+            max_unanswered: DEFAULT_MAX_UNANSWERED,
             access_log: None,
             max_request_line_bytes: DEFAULT_MAX_REQUEST_LINE_BYTES,
             max_head_bytes: DEFAULT_MAX_HEAD_BYTES,
@@ -85,6 +90,11 @@ impl Config {
         }
     }
 }
+
+/// Default for [`Config::max_unanswered`]: enough requests in flight to keep a disk and the
+/// blocking pool busy (Little's law at 7,500 req/s and 30 ms is 225), few enough that a
+/// backlog held as fibers stays small (each about 17 KiB resident: 4.3 MiB).
+pub const DEFAULT_MAX_UNANSWERED: usize = 256;
 
 /// Default for [`Config::max_request_line_bytes`]: nginx's `large_client_header_buffers`
 /// buffer size, the longest request line nginx accepts.

@@ -8,7 +8,7 @@
 //! `shutdown_grace`.
 //!
 //! Admission ([`crate::admission`]): the accept fiber takes a slot before each `accept` and
-//! parks while [`crate::admission::UNANSWERED_MAX`] accepted connections still wait for the
+//! parks while [`Config::max_unanswered`] accepted connections still wait for the
 //! server's answer, so an overload stays in the kernel's listen queue rather than becoming
 //! fibers; a burst on an idle server goes in that many at a time. A connection gives its slot
 //! back when it first waits for its client.
@@ -190,6 +190,7 @@ impl Server {
             builder = builder.io(io);
         }
         let cluster = builder.build()?;
+        let admission = Admission::new(config.max_unanswered);
         let shared = Arc::new(Shared {
             cache: FileCache::new(config.open_file_cache_entries, config.memory_max_bytes),
             config,
@@ -200,7 +201,7 @@ impl Server {
             active: AtomicUsize::new(0),
             peak_active: AtomicUsize::new(0),
             refusing: AtomicUsize::new(0),
-            admission: Admission::new(),
+            admission,
             conns: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
             shutdown_requested: Mutex::new(false),
@@ -428,6 +429,9 @@ fn raise_nofile_limit() {
 mod tests {
     use super::*;
 
+    /// `max_unanswered` in these tests.
+    const UNANSWERED: usize = 32;
+
     /// A full listen queue is taken in as fast as the processor answers it, not all at once:
     /// each accepted connection is a fiber holding a stack and buffers, so a server that
     /// accepts every queued connection in one turn of its accept fiber turns an overload into
@@ -440,6 +444,7 @@ mod tests {
         let mut config = Config::new(dir.path());
         config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
         config.processors = 1;
+        config.max_unanswered = UNANSWERED;
         let server = Server::bind(config).unwrap();
         let addr = server.local_addr();
         let shared = server.shared.clone();
@@ -487,7 +492,7 @@ mod tests {
         handle.shutdown();
         runner.join().unwrap().unwrap();
         assert!(
-            peak <= crate::admission::UNANSWERED_MAX,
+            peak <= UNANSWERED,
             "{peak} of {BURST} queued connections were open at once"
         );
     }
@@ -509,6 +514,7 @@ mod tests {
         config.processors = 1;
         // Silent clients reach `accept` at once instead of after the kernel's wait for data.
         config.defer_accept_secs = 0;
+        config.max_unanswered = UNANSWERED;
         let server = Server::bind(config).unwrap();
         let addr = server.local_addr();
         let handle = server.shutdown_handle();
@@ -540,7 +546,7 @@ mod tests {
     #[test]
     fn silent_and_slow_clients_do_not_stop_admission() {
         let (addr, handle, runner, _dir) = start(16);
-        let n = 2 * crate::admission::UNANSWERED_MAX;
+        let n = 2 * UNANSWERED;
         let mut idle: Vec<_> = (0..n)
             .map(|i| {
                 let mut c = std::net::TcpStream::connect(addr).unwrap();
@@ -561,7 +567,7 @@ mod tests {
     #[test]
     fn clients_not_reading_large_bodies_do_not_stop_admission() {
         let (addr, handle, runner, _dir) = start(8 << 20);
-        let n = 2 * crate::admission::UNANSWERED_MAX;
+        let n = 2 * UNANSWERED;
         let stalled: Vec<_> = (0..n)
             .map(|_| {
                 let mut c = std::net::TcpStream::connect(addr).unwrap();

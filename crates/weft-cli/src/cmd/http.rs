@@ -46,6 +46,12 @@ pub struct HttpArgs {
     #[arg(long, default_value_t = 16_384, value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: u64,
 
+    /// Most accepted connections whose request waits for the server (CPU, disk) at once;
+    /// past it new connections wait in the kernel's listen queue instead of in memory.
+    #[arg(long, value_name = "N", default_value_t = weft_http::DEFAULT_MAX_UNANSWERED as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_unanswered: u64,
+
     /// Append one line per response (combined log format) to FILE.
     #[arg(long, value_name = "FILE")]
     access_log: Option<PathBuf>,
@@ -130,6 +136,7 @@ pub fn run(args: HttpArgs) -> anyhow::Result<()> {
         IoArg::Epoll => weft::IoBackend::Epoll,
     });
     config.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
+    config.max_unanswered = usize::try_from(args.max_unanswered).unwrap_or(usize::MAX);
     config.access_log = args.access_log;
     config.header_timeout = Duration::from_secs(args.header_timeout.max(1));
     config.keepalive_timeout = Duration::from_secs(args.keepalive_timeout.max(1));
