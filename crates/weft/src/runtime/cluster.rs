@@ -83,8 +83,10 @@ impl ClusterShared {
                 .queued_ns
                 .store(sched_stats::now_ns(), Ordering::Relaxed);
         }
-        self.inboxes[home].push(task);
-        self.idle.notify_home(home, &self.wakers);
+        if self.inboxes[home].push(task) {
+            // It registered asleep and this push took the flag: nobody else wakes it.
+            self.wakers[home].wake();
+        }
     }
 
     pub(crate) fn notify_work(&self) {

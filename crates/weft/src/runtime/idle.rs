@@ -20,7 +20,7 @@
 use std::sync::Arc;
 
 use crate::io::driver::Waker;
-use crate::loom::{fence, AtomicBool, AtomicUsize, Mutex, Ordering};
+use crate::loom::{fence, AtomicUsize, Mutex, Ordering};
 use crate::poison::Recover;
 
 /// How the protocol wakes processor `index` (its eventfd in the runtime; a flag in the loom
@@ -51,9 +51,6 @@ pub(crate) struct Idle {
     sleeping: AtomicUsize,
     /// Indices of the sleepers, most recent last.
     sleepers: Mutex<Vec<usize>>,
-    /// Per processor: registered as asleep (set before the re-check, cleared after waking), for
-    /// wake-ups only that processor can take (its home inbox).
-    asleep: Box<[AtomicBool]>,
 }
 
 impl Idle {
@@ -63,7 +60,6 @@ impl Idle {
             searching: AtomicUsize::new(0),
             sleeping: AtomicUsize::new(0),
             sleepers: Mutex::new(Vec::with_capacity(processors)),
-            asleep: (0..processors).map(|_| AtomicBool::new(false)).collect(),
         }
     }
 
@@ -103,13 +99,11 @@ impl Idle {
         list.push(index);
         self.sleeping.fetch_add(1, Ordering::SeqCst);
         drop(list);
-        self.asleep[index].store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
     }
 
     /// Removes processor `index` from the sleepers if a waker has not already done so.
     pub(crate) fn unregister_sleep(&self, index: usize) {
-        self.asleep[index].store(false, Ordering::Relaxed);
         let mut list = self.sleepers.lock().recover();
         if let Some(pos) = list.iter().position(|&i| i == index) {
             list.swap_remove(pos);
@@ -144,19 +138,6 @@ impl Idle {
             && visible()
         {
             self.wake_one(wakers);
-        }
-    }
-
-    /// Called after work only processor `index` may take was made visible (its home inbox):
-    /// wakes it if it is registered asleep. The same Dekker pair as above, on `asleep[index]`:
-    /// either its re-check sees the work, or this load sees it registered.
-    #[inline]
-    pub(crate) fn notify_home(&self, index: usize, wakers: &(impl WakeProcessor + ?Sized)) {
-        fence(Ordering::SeqCst);
-        if self.asleep[index].load(Ordering::Relaxed) {
-            // It may also still be on `sleepers`: a later `wake_one` may pick it again, an
-            // extra eventfd write, and it removes itself when it wakes.
-            wakers.wake_processor(index);
         }
     }
 
@@ -203,6 +184,7 @@ mod loom {
     use ::loom::thread;
 
     use super::*;
+    use crate::loom::AtomicBool;
 
     /// Records wake-ups instead of writing eventfds.
     struct Flags(Vec<AtomicBool>);
@@ -255,25 +237,6 @@ mod loom {
             idle.register_sleep(1);
             idle.notify_work_if(&wakers, || false);
             assert!(!wakers.0[1].load(Ordering::Relaxed));
-        });
-    }
-
-    #[test]
-    fn a_home_push_never_misses_its_sleeping_processor() {
-        ::loom::model(|| {
-            let idle = Arc::new(Idle::new(2));
-            let wakers = Arc::new(flags(2));
-            let inbox = Arc::new(AtomicBool::new(false));
-            let (i2, w2, k2) = (idle.clone(), wakers.clone(), inbox.clone());
-            let pusher = thread::spawn(move || {
-                k2.store(true, Ordering::Relaxed);
-                i2.notify_home(1, &*w2);
-            });
-            let slept = try_sleep(&idle, 1, &inbox);
-            pusher.join().unwrap();
-            if slept {
-                assert!(wakers.0[1].load(Ordering::Relaxed), "lost wake-up");
-            }
         });
     }
 

@@ -248,16 +248,21 @@ impl Processor {
 
     fn sleep(&self) {
         let idle = &self.cluster.idle;
+        let inbox = &self.cluster.inboxes[self.index];
         idle.register_sleep(self.index);
+        // The inbox has its own handshake: a push after this reports the sleep to its pusher,
+        // which wakes this processor.
+        let inbox_work = inbox.begin_sleep();
         let deadline = self.timers.borrow().next_deadline();
-        let work = self.cluster.has_work()
+        let work = inbox_work
+            || self.cluster.has_work()
             || !self.local.borrow().is_empty()
             || !self.home.borrow().is_empty()
-            || !self.cluster.inboxes[self.index].is_empty()
             || self.cluster.is_stopping()
             || matches!(deadline, Some(d) if d <= Instant::now());
         if work {
             idle.unregister_sleep(self.index);
+            inbox.end_sleep();
             // No sleep after all: submit what `PollMode::BeforePark` left for it.
             self.driver.flush();
             return;
@@ -270,6 +275,7 @@ impl Processor {
             self.last_reap_ns.set(sched_stats::now_ns());
         }
         idle.unregister_sleep(self.index);
+        inbox.end_sleep();
     }
 
     /// The oldest yielded fiber: this processor's own started ones first, then its lane of

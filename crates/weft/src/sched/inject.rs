@@ -79,16 +79,6 @@ impl Inject {
         half
     }
 
-    /// Moves every task to the back of `out`, oldest first, under one lock.
-    pub(crate) fn drain_into(&self, out: &mut VecDeque<Task>) {
-        if self.is_empty() {
-            return;
-        }
-        let mut q = self.lock();
-        out.extend(q.drain(..));
-        self.len.store(0, Ordering::Release);
-    }
-
     /// Takes the oldest task to run now plus up to `max - 1` more into `ring` (stopping early if
     /// it fills), all under one lock.
     pub(crate) fn pop_batch_into(&self, ring: &mut ring::Local<Task>, max: usize) -> Option<Task> {
