@@ -566,3 +566,33 @@ fn shutdown_command_stops_the_server_with_enable_shutdown() {
     let status = weft_testkit::wait_exit(&mut server.0, Duration::from_secs(10));
     assert!(status.success(), "{status}");
 }
+
+/// `-k` locks the memory weft uses, not the address space it reserves: the item pages' 4 GiB
+/// reservation and every fiber stack's untouched pages stay unpopulated, so the server starts
+/// at once and stays small (memcached's `-k` locks only what it allocated).
+#[test]
+fn lock_memory_locks_only_what_is_touched() {
+    let port = free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+    cmd.arg("memcached")
+        .args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1"])
+        .args(["-t", "2", "-m", "64", "-k"]);
+    let child = spawn_with_stderr(&mut cmd);
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_for("weft listens with -k", Duration::from_secs(3), || {
+        TcpStream::connect(addr).is_ok()
+    });
+    let mut c = Client::connect(addr);
+    c.writer.write_all(b"set k 0 0 5\r\nhello\r\n").unwrap();
+    assert_eq!(c.line(), "STORED");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.0.id())).unwrap();
+    let kib = |field: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{field} in /proc/PID/status"))
+    };
+    let rss_mib = kib("VmRSS:") >> 10;
+    assert!(rss_mib < 512, "weft -k holds {rss_mib} MiB resident");
+}

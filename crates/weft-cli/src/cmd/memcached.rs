@@ -36,7 +36,7 @@ What memcached's flags do in weft:
   -R <n>       a connection yields to others after n requests of one read
   -Y <file>    ASCII authentication (`set <key> 0 0 <n>` with `user pass`), user:pass lines
   -B ascii|auto  the text protocol (`binary` is refused: weft has no binary protocol)
-  -k -r        mlockall(2), and the core file size limit raised to its maximum
+  -k -r        mlockall(2), pages locked as touched; core file size limit raised to its maximum
   -f -n        the chunk sizes of the slab classes whose 1 MiB pages hold the items,
                as memcached's
   -L -e -N     accepted, no effect (ordinary pages, no memory file, no NAPI ids)
@@ -642,8 +642,13 @@ fn start(
         raise_core_limit();
     }
     if args.lock_memory {
+        // MCL_ONFAULT: lock pages as they are touched. Without it every mapping is populated
+        // in full, the item pages' reservation (`-m` × 2, at least 4 GiB, MAP_NORESERVE) and
+        // each fiber stack included: seconds to start and gigabytes resident, where memcached
+        // locks only what it allocated.
+        let flags = libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT;
         // SAFETY: mlockall takes flags only.
-        if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+        if unsafe { libc::mlockall(flags) } != 0 {
             eprintln!(
                 "warning: -k invalid, mlockall() failed: {}",
                 std::io::Error::last_os_error()
