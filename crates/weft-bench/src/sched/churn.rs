@@ -40,7 +40,7 @@ pub(super) fn weft(setup: &Setup) -> io::Result<Measured> {
             let flags = flags.clone();
             let sems = sems.clone();
             let at_deficit = at_deficit.clone();
-            cluster.spawn(move || {
+            super::harness::spawn_fiber(setup, &cluster, move || {
                 let mut rng = Rng::new(index as u64);
                 if index < short {
                     let sem = &sems[rng.below(n)];

@@ -22,6 +22,25 @@ pub(super) fn weft_cluster(setup: &Setup) -> io::Result<weft::Cluster> {
     builder.build()
 }
 
+/// Spawns a benchmark fiber on `cluster`: migratable when the run asks for it
+/// (`Params::migratable`), else bound to the processor that first runs it (weft's default).
+pub(super) fn spawn_fiber<F, T>(setup: &Setup, cluster: &weft::Cluster, f: F) -> weft::JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let mut builder = weft::Builder::new().cluster(cluster);
+    if setup.params.migratable {
+        // SAFETY: the benchmark bodies hold nothing thread-bound across their blocking calls:
+        // no `thread_local!` (their PRNG is a value they own), no `!Send` value, only atomics,
+        // semaphores and `Arc`s of the runtime's own types.
+        builder = unsafe { builder.migratable() };
+    }
+    builder
+        .spawn(f)
+        .unwrap_or_else(|e| panic!("weft: cannot spawn a fiber: {e}"))
+}
+
 /// The tokio runtime a benchmark runs on: multi-thread, one worker per processor, timers on.
 pub(super) fn tokio_runtime(setup: &Setup) -> io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()

@@ -224,6 +224,10 @@ pub struct Params {
     pub ring_size: usize,
     /// weft fiber stack size in bytes; `None` for the cluster default.
     pub stack_size: Option<usize>,
+    /// Spawn weft's fibers migratable (`unsafe` `Builder::migratable`: resumed on any
+    /// processor after they started) instead of bound to their first processor: what the
+    /// sound default costs.
+    pub migratable: bool,
 }
 
 impl Params {
@@ -237,6 +241,7 @@ impl Params {
             duration: DEFAULT_DURATION,
             ring_size: DEFAULT_RING_SIZE,
             stack_size: None,
+            migratable: false,
         }
     }
 }
@@ -334,6 +339,9 @@ pub fn run(bench: Bench, params: &Params) -> io::Result<Vec<Record>> {
             r.fibers = setup.fibers;
         }
         r.variant = params.fibers.variant().to_owned();
+        if params.migratable && params.runtime == Runtime::Weft {
+            r.variant.push_str("-migratable");
+        }
         r.core_round_trip_ns = core_round_trip_ns;
         r.core_round_trip_after_ns = core_round_trip_after_ns;
         if matches!(

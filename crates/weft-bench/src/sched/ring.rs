@@ -80,7 +80,7 @@ pub(super) fn weft(setup: &Setup, payload: Payload) -> io::Result<Measured> {
             let mine = sems[i].clone();
             let next = sems[(i + 1) % size].clone();
             let flags = flags.clone();
-            handles.push(cluster.spawn(move || {
+            handles.push(super::harness::spawn_fiber(setup, &cluster, move || {
                 let mut ops = 0u64;
                 while mine.acquire().is_ok() {
                     if flags.stopped() {

@@ -107,7 +107,7 @@ pub(super) fn weft(setup: &Setup) -> io::Result<Measured> {
     let handles: Vec<_> = (0..setup.fibers)
         .map(|me| {
             let mut worker = Worker::new(me, shared.clone(), flags.clone());
-            cluster.spawn(move || {
+            super::harness::spawn_fiber(setup, &cluster, move || {
                 worker.flags.wait_start_weft();
                 while worker.advance() {
                     weft::yield_now();

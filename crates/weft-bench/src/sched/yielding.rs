@@ -15,7 +15,7 @@ pub(super) fn weft(setup: &Setup) -> io::Result<Measured> {
     let handles: Vec<_> = (0..setup.fibers)
         .map(|_| {
             let flags = flags.clone();
-            cluster.spawn(move || {
+            super::harness::spawn_fiber(setup, &cluster, move || {
                 flags.wait_start_weft();
                 let mut ops = 0u64;
                 while !flags.stopped() {

@@ -107,6 +107,12 @@ struct SchedArgs {
     #[arg(long)]
     stack_size: Option<usize>,
 
+    /// Spawn weft's fibers migratable (resumed on any processor once started, the `unsafe`
+    /// opt-in `Builder::migratable`) instead of bound to the processor that first ran them:
+    /// measures what the sound default costs (weft only; the bodies hold nothing thread-bound).
+    #[arg(long)]
+    migratable: bool,
+
     /// Print one JSON object per result line instead of a table.
     #[arg(long)]
     json: bool,
@@ -210,6 +216,9 @@ impl SchedArgs {
                     "--stack-size sets weft fiber stacks; it has no meaning with --runtime tokio"
                 );
             }
+            if self.migratable {
+                bail!("--migratable concerns weft fibers; it has no meaning with --runtime tokio");
+            }
         }
         let processors = match self.processors {
             Some(n) => usize::from(n),
@@ -223,6 +232,7 @@ impl SchedArgs {
         params.duration = self.duration;
         params.ring_size = self.ring_size;
         params.stack_size = self.stack_size;
+        params.migratable = self.migratable;
         Ok(params)
     }
 
@@ -383,6 +393,7 @@ mod tests {
             "3",
             "--stack-size",
             "65536",
+            "--migratable",
             "--json",
         ])
         .unwrap();
@@ -393,6 +404,7 @@ mod tests {
         assert_eq!(p.duration, Duration::from_millis(500));
         assert_eq!(p.ring_size, 3);
         assert_eq!(p.stack_size, Some(65536));
+        assert!(p.migratable);
         assert!(a.json);
         assert_eq!(
             sched_args(&["yield", "--fibers", "42"]).unwrap().fibers,
@@ -429,6 +441,15 @@ mod tests {
                 .unwrap_err()
                 .to_string();
         assert!(tokio_with_policy.contains("--runtime tokio"));
+        let tokio_migratable = sched_args(&["cycle", "--runtime", "tokio", "--migratable"])
+            .unwrap()
+            .params()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            tokio_migratable.contains("--migratable"),
+            "{tokio_migratable}"
+        );
     }
 
     #[test]
