@@ -300,7 +300,8 @@ fn measure(
 fn status_field_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("reading /proc/{pid}/status"))?;
-    parse_status_kib(&text, field).with_context(|| format!("no {field} in /proc/{pid}/status"))
+    crate::process::status_field(&text, field)
+        .with_context(|| format!("no {field} in /proc/{pid}/status"))
 }
 
 fn rss_kib(pid: u32) -> anyhow::Result<u64> {
@@ -309,14 +310,6 @@ fn rss_kib(pid: u32) -> anyhow::Result<u64> {
 
 fn hwm_kib(pid: u32) -> anyhow::Result<u64> {
     status_field_kib(pid, "VmHWM")
-}
-
-/// `field:   1234 kB` from the text of /proc/PID/status.
-fn parse_status_kib(text: &str, field: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.trim().strip_suffix("kB"))
-        .and_then(|n| n.trim().parse().ok())
 }
 
 /// The numeric lines of `stats`.
@@ -348,9 +341,9 @@ mod tests {
     #[test]
     fn status_fields() {
         let text = "Name:\tweft\nVmHWM:\t   82720 kB\nVmRSS:\t    5104 kB\n";
-        assert_eq!(parse_status_kib(text, "VmRSS"), Some(5104));
-        assert_eq!(parse_status_kib(text, "VmHWM"), Some(82720));
-        assert_eq!(parse_status_kib(text, "VmSwap"), None);
+        assert_eq!(crate::process::status_field(text, "VmRSS"), Some(5104));
+        assert_eq!(crate::process::status_field(text, "VmHWM"), Some(82720));
+        assert_eq!(crate::process::status_field(text, "VmSwap"), None);
     }
 
     #[test]

@@ -215,6 +215,21 @@ fn pin(cmd: &mut Command, cpu: Option<usize>) {
     }
 }
 
+/// A number field of the text of /proc/PID/status, `name` without its colon (`VmRSS` and
+/// `VmHWM` are in KiB, `Threads` is a count).
+pub fn status_field(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+}
+
+/// That field of process `pid` now (`"self"`: this process); `None` when the process or the
+/// field is gone.
+pub fn proc_status_field(pid: impl std::fmt::Display, name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status_field(&text, name)
+}
+
 /// The last few lines of a log, for error messages.
 pub fn log_tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::{spawn_with_stderr, start_memcached as start_weft};
-use weft_testkit::{free_port, is_root, MEMCACHED};
+use weft_testkit::{free_port, is_root, status_kib, MEMCACHED};
 
 use weft_testkit::start_memcached as start_real;
 
@@ -585,14 +585,6 @@ fn lock_memory_locks_only_what_is_touched() {
     let mut c = Client::connect(addr);
     c.writer.write_all(b"set k 0 0 5\r\nhello\r\n").unwrap();
     assert_eq!(c.line(), "STORED");
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.0.id())).unwrap();
-    let kib = |field: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or_else(|| panic!("{field} in /proc/PID/status"))
-    };
-    let rss_mib = kib("VmRSS:") >> 10;
+    let rss_mib = status_kib(child.0.id(), "VmRSS") >> 10;
     assert!(rss_mib < 512, "weft -k holds {rss_mib} MiB resident");
 }

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 /// Which experiment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// memcached load at 3% updates: throughput and p99 vs target QPS.
+    /// memcached load at 3% updates: throughput and p99 vs offered load.
     Memcached,
     /// memcached load at 3, 5, 10 and 50% updates, one panel each.
     Updates,

@@ -64,26 +64,29 @@ const PANEL_HEIGHT: u32 = 420;
 /// Draws `panels` (two columns when more than one) into the SVG file `path`.
 pub fn draw(path: &Path, title: &str, axes: &Axes<'_>, panels: &[Panel]) -> anyhow::Result<()> {
     let cols = if panels.len() > 1 { 2 } else { 1 };
-    let rows = panels.len().div_ceil(cols).max(1);
-    let size = (PANEL_WIDTH * cols as u32, PANEL_HEIGHT * rows as u32 + 40);
-    let root = SVGBackend::new(path, size).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let root = root
-        .titled(title, ("sans-serif", 22))
-        .map_err(|e| anyhow!("{e}"))?;
-    let areas = root.split_evenly((rows, cols));
-    for (area, panel) in areas.iter().zip(panels) {
-        draw_panel(area, panel, axes)?;
-    }
-    root.present().map_err(|e| anyhow!("{e}"))?;
-    Ok(())
+    draw_grid(path, title, cols, panels.iter().map(|p| (p, axes)))
 }
 
 /// Like [`draw`], but each panel has its own axes (a figure of different measures side by
 /// side, such as throughput, p99 and memory).
 pub fn draw_each(path: &Path, title: &str, panels: &[(Panel, Axes<'_>)]) -> anyhow::Result<()> {
-    let cols = if panels.len() > 1 { 2 } else { 1 };
-    let cols = if panels.len() % 3 == 0 { 3 } else { cols };
+    let cols = if panels.len() % 3 == 0 {
+        3
+    } else if panels.len() > 1 {
+        2
+    } else {
+        1
+    };
+    draw_grid(path, title, cols, panels.iter().map(|(p, a)| (p, a)))
+}
+
+/// Draws panels with their axes, `cols` to a row, under `title`.
+fn draw_grid<'p, 'a: 'p>(
+    path: &Path,
+    title: &str,
+    cols: usize,
+    panels: impl ExactSizeIterator<Item = (&'p Panel, &'p Axes<'a>)>,
+) -> anyhow::Result<()> {
     let rows = panels.len().div_ceil(cols).max(1);
     let size = (PANEL_WIDTH * cols as u32, PANEL_HEIGHT * rows as u32 + 40);
     let root = SVGBackend::new(path, size).into_drawing_area();

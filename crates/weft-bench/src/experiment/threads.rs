@@ -28,7 +28,7 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 
 use super::plot::{self, Axes, Panel, Series, Unit};
-use crate::process::{self, Running};
+use crate::process::{self, proc_status_field, Running};
 use crate::stats::median_min_max;
 
 /// The two modes compared.
@@ -245,15 +245,15 @@ impl Point<'_> {
         self.load(addr, 1, 0.5, 0.0, true, interrupted)?;
         std::thread::sleep(Duration::from_millis(200));
         let pid = running.pid();
-        let primed = proc_status(pid, "VmRSS:").context("reading the server's VmRSS")?;
+        let primed = proc_status_field(pid, "VmRSS").context("reading the server's VmRSS")?;
         let stop = Arc::new(AtomicBool::new(false));
         let sampler = {
             let stop = stop.clone();
             std::thread::spawn(move || {
                 let (mut rss, mut threads) = (0, 0);
                 while !stop.load(Ordering::Relaxed) {
-                    rss = rss.max(proc_status(pid, "VmRSS:").unwrap_or(0));
-                    threads = threads.max(proc_status(pid, "Threads:").unwrap_or(0));
+                    rss = rss.max(proc_status_field(pid, "VmRSS").unwrap_or(0));
+                    threads = threads.max(proc_status_field(pid, "Threads").unwrap_or(0));
                     std::thread::sleep(Duration::from_millis(50));
                 }
                 (rss, threads)
@@ -362,17 +362,6 @@ struct Measured {
     p99_us: u64,
     errors: u64,
     saturated: bool,
-}
-
-/// A number field of /proc/PID/status (`VmRSS:` is in KiB).
-fn proc_status(pid: u32, field: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    parse_status(&text, field)
-}
-
-fn parse_status(text: &str, field: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with(field))?;
-    line[field.len()..].split_whitespace().next()?.parse().ok()
 }
 
 /// A plotted measure: panel name, y axis, its unit, log scale, the value.
@@ -505,6 +494,7 @@ pub fn summary(records: &[Record]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::status_field;
 
     fn record(mode: &'static str, connections: usize, round: usize, rps: f64) -> Record {
         Record {
@@ -528,9 +518,9 @@ mod tests {
     #[test]
     fn status_fields_parse_and_medians_group_by_mode_and_connections() {
         let status = "Name:\tweft\nVmRSS:\t   12345 kB\nThreads:\t1003\n";
-        assert_eq!(parse_status(status, "VmRSS:"), Some(12345));
-        assert_eq!(parse_status(status, "Threads:"), Some(1003));
-        assert_eq!(parse_status(status, "VmSwap:"), None);
+        assert_eq!(status_field(status, "VmRSS"), Some(12345));
+        assert_eq!(status_field(status, "Threads"), Some(1003));
+        assert_eq!(status_field(status, "VmSwap"), None);
         let records = vec![
             record("fibers", 1000, 1, 30.0),
             record("fibers", 1000, 2, 10.0),

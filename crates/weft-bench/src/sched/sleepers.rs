@@ -32,9 +32,7 @@ pub(crate) fn rss_bytes() -> io::Result<u64> {
 
 /// `VmRSS:   1234 kB` → bytes.
 fn parse_vm_rss(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    crate::process::status_field(status, "VmRSS").map(|kib| kib * 1024)
 }
 
 /// `vm.max_map_count` raised for one run: the old value goes back when this is dropped.
