@@ -235,13 +235,24 @@ impl SchedStats {
         self.run_ns.merge(&other.run_ns);
     }
 
+    /// Tasks that ran here but were queued by another thread or stolen from another processor
+    /// (counted in [`SchedStats::wait_ns`] but not in [`SchedStats::wait_rounds`]): under the
+    /// default binding, mostly wake-ups sent home from another processor.
+    pub fn queued_elsewhere(&self) -> u64 {
+        self.wait_ns
+            .count()
+            .saturating_sub(self.wait_rounds.count())
+    }
+
     /// One line: counts, percentiles (upper bounds) and maxima.
     pub fn summary(&self) -> String {
         let us = |h: &Log2Histogram, q: f64| h.quantile(q) as f64 / 1000.0;
         format!(
-            "tasks {}; wait rounds p50 {} p99 {} p999 {} max {}; wait us p50 {:.1} p99 {:.1} \
-             p999 {:.1} max {:.1}; reap gap us p99 {:.1} max {:.1}; run us p99 {:.1} max {:.1} (fiber {})",
+            "tasks {} ({} queued by another thread or stolen); wait rounds p50 {} p99 {} p999 {} \
+             max {}; wait us p50 {:.1} p99 {:.1} p999 {:.1} max {:.1}; reap gap us p99 {:.1} \
+             max {:.1}; run us p99 {:.1} max {:.1} (fiber {})",
             self.wait_ns.count(),
+            self.queued_elsewhere(),
             self.wait_rounds.quantile(0.5),
             self.wait_rounds.quantile(0.99),
             self.wait_rounds.quantile(0.999),
@@ -279,5 +290,18 @@ mod tests {
         m.merge(&h);
         assert_eq!(m.count(), 12);
         assert_eq!(Log2Histogram::default().quantile(0.99), 0);
+    }
+
+    #[test]
+    fn tasks_without_a_round_count_were_queued_elsewhere() {
+        let p = ProcessorStats::new();
+        p.record_wait(Some(3), 10);
+        p.record_wait(None, 20);
+        p.record_wait(None, 30);
+        let s = p.snapshot();
+        assert_eq!(s.queued_elsewhere(), 2);
+        assert!(s
+            .summary()
+            .starts_with("tasks 3 (2 queued by another thread or stolen);"));
     }
 }
