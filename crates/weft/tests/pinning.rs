@@ -341,3 +341,86 @@ fn a_fiber_parking_while_unwinding_leaves_every_thread_with_the_right_panic_stat
     );
     c.shutdown();
 }
+
+#[test]
+fn fibers_placed_on_a_processor_run_only_there_under_every_policy() {
+    let _serial = one_at_a_time();
+    for policy in weft::sched::POLICIES {
+        let c = cluster(&format!("placed-{}", policy.name), policy.name);
+        // Four pairs; each pair's two fibers sit on different processors and wake each other.
+        let mut handles = Vec::new();
+        for _ in 0..4 {
+            let sems = Arc::new([Semaphore::new(0), Semaphore::new(0)]);
+            for side in 0..2 {
+                let sems = sems.clone();
+                let h = weft::Builder::new()
+                    .cluster(&c)
+                    .processor(side)
+                    .spawn(move || {
+                        let (mine, theirs) = (&sems[side], &sems[1 - side]);
+                        let mut threads = Vec::new();
+                        for round in 0..200 {
+                            if side == 0 {
+                                theirs.release();
+                                mine.acquire().unwrap();
+                            } else {
+                                mine.acquire().unwrap();
+                                theirs.release();
+                            }
+                            if round % 16 == 0 {
+                                weft::yield_now();
+                            }
+                            let t = std::thread::current().id();
+                            if !threads.contains(&t) {
+                                threads.push(t);
+                            }
+                        }
+                        threads
+                    })
+                    .unwrap();
+                handles.push((side, h));
+            }
+        }
+        let mut by_side: [Vec<ThreadId>; 2] = [Vec::new(), Vec::new()];
+        for (side, h) in handles {
+            for t in h.join().unwrap() {
+                if !by_side[side].contains(&t) {
+                    by_side[side].push(t);
+                }
+            }
+        }
+        c.shutdown();
+        assert_eq!(
+            by_side[0].len(),
+            1,
+            "{}: processor 0's fibers ran on {:?}",
+            policy.name,
+            by_side[0]
+        );
+        assert_eq!(
+            by_side[1].len(),
+            1,
+            "{}: processor 1's fibers ran on {:?}",
+            policy.name,
+            by_side[1]
+        );
+        assert_ne!(
+            by_side[0], by_side[1],
+            "{}: both processors' fibers on one thread",
+            policy.name
+        );
+    }
+}
+
+#[test]
+fn placing_a_fiber_on_a_processor_the_cluster_lacks_is_an_error() {
+    let c = cluster("placed-out-of-range", weft::sched::POLICIES[0].name);
+    let err = weft::Builder::new()
+        .cluster(&c)
+        .processor(2)
+        .spawn(|| ())
+        .expect_err("a 2-processor cluster has no processor 2");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("no processor 2"), "{err}");
+    c.shutdown();
+}

@@ -84,7 +84,13 @@ pub(crate) type FiberYielder = Yielder<(), Suspend>;
 /// `repr(C)` with the fields every park, wake-up and resumption touches first, next to the
 /// `Arc`'s counts: a fiber woken by another processor drags these cache lines across cores,
 /// and the fewer they are the cheaper the hand-off (`churn`, `cycle`).
-#[repr(C)]
+///
+/// Aligned to 128 bytes (a pair of cache lines, the unit the adjacent-line prefetcher fetches),
+/// as tokio aligns its task cells: records allocated one after another would otherwise share
+/// lines, and two fibers on two processors, each woken on its own processor, would bounce the
+/// shared line between the cores at every wake-up (`weft bench sched cycle --place-rings`: 2
+/// processors ran no faster than 1 until this).
+#[repr(C, align(128))]
 pub(crate) struct Fiber {
     /// `EMPTY`, `NOTIFIED` or `PARKED`; see the module docs.
     pub(crate) state: AtomicU8,
@@ -182,6 +188,14 @@ impl Placement {
                 migratable,
             }
         }
+    }
+
+    /// Bound to processor `index` from the start (`Builder::processor`): it first runs there
+    /// and only there, like a fiber that happened to first run there.
+    pub(crate) fn bound_to(index: usize) -> Placement {
+        let placement = Placement::new(false);
+        placement.bind(index);
+        placement
     }
 
     /// The processor the fiber is bound to, if any.

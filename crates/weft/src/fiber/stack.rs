@@ -5,7 +5,10 @@
 //!   [`super::overflow`] reports it) instead of corrupting the neighbouring mapping;
 //! - the memory is `MAP_NORESERVE`: a fiber only costs the pages it has touched;
 //! - a stack in the pool belongs to no fiber; a fiber's stack goes back to the pool only once
-//!   its coroutine has returned (a suspended stack may still be pointed at by in-flight I/O).
+//!   its coroutine has returned (a suspended stack may still be pointed at by in-flight I/O);
+//! - stacks are *coloured*: each starts a different multiple of [`COLOR_STEP`] bytes below the
+//!   top of its mapping (at most a page), so the hot top frames of many fibers do not all
+//!   fall into the same cache sets.
 
 use std::io;
 use std::num::NonZeroUsize;
@@ -25,6 +28,22 @@ const GLOBAL_POOL_CAPACITY: usize = 4096;
 
 /// How many free stacks each processor keeps for itself before it uses the global pool.
 pub(crate) const PROCESSOR_CACHE_CAPACITY: usize = 64;
+
+/// How far apart the tops of successive stacks are placed inside their top page (a cache
+/// line). Every mapping is page-aligned, so without this every fiber's top frames would sit at
+/// the same page offset: the same L1 sets (whose index lies inside the page offset) and, for
+/// pages of one colour, the same L2 sets. With hundreds of fibers per processor those sets
+/// overflow while the rest of the cache idles (`weft bench sched cycle --place-rings`, 50
+/// rings per processor: 2 processors ran no faster than 1). glibc colours thread stacks the
+/// same way.
+const COLOR_STEP: usize = 64;
+
+/// How many colours: tops spread over the upper half of the top page, so the frames of a
+/// parked fiber (1–2 KiB) still fit in that page and colouring costs no resident memory.
+const COLORS: usize = 32;
+
+/// The next stack's colour (a count; the offset is `count * COLOR_STEP` modulo a page).
+static NEXT_COLOR: crate::loom::StaticAtomicUsize = crate::loom::StaticAtomicUsize::new(0);
 
 /// The page size, asked of the kernel once (it is on the spawn path).
 pub(crate) fn page_size() -> usize {
@@ -48,17 +67,21 @@ pub(crate) fn page_size() -> usize {
 pub(crate) struct FiberStack {
     start: usize,
     len: usize,
+    /// Bytes left unused at the top of the mapping (a multiple of [`COLOR_STEP`], below half
+    /// a page): where this stack's colour puts its top.
+    color: usize,
 }
 
 // SAFETY: a FiberStack is plain owned memory; nothing in it is tied to the creating thread.
 unsafe impl Send for FiberStack {}
 
 impl FiberStack {
-    /// Maps a stack with at least `size` usable bytes plus a guard page.
+    /// Maps a stack with at least `size` usable bytes plus a guard page, and one more page of
+    /// address space (never touched unless used) for its colour.
     pub(crate) fn new(size: usize) -> io::Result<Self> {
         let page = page_size();
         let usable = size.max(MIN_STACK_SIZE).next_multiple_of(page);
-        let len = usable + page;
+        let len = usable + 2 * page;
         // SAFETY: an anonymous private mapping at an address the kernel chooses touches no
         // existing memory.
         let ptr = unsafe {
@@ -74,9 +97,11 @@ impl FiberStack {
         if ptr == libc::MAP_FAILED {
             return Err(map_error(io::Error::last_os_error(), usable));
         }
+        let color = NEXT_COLOR.fetch_add(1, crate::loom::Ordering::Relaxed) % COLORS * COLOR_STEP;
         let stack = FiberStack {
             start: ptr as usize,
             len,
+            color,
         };
         // SAFETY: the first page lies inside the mapping made above, which nothing else uses.
         if unsafe { libc::mprotect(ptr, page, libc::PROT_NONE) } != 0 {
@@ -85,9 +110,11 @@ impl FiberStack {
         Ok(stack)
     }
 
-    /// Usable bytes (guard page not included).
+    /// The usable bytes asked for when it was mapped (its size class in the pools): the fiber
+    /// gets at least that much below its coloured top (guard page and colour room not
+    /// included).
     pub(crate) fn usable_size(&self) -> usize {
-        self.len - page_size()
+        self.len - 2 * page_size()
     }
 
     /// The guard page's address range, `[low, high)`.
@@ -104,12 +131,15 @@ impl Drop for FiberStack {
     }
 }
 
-// SAFETY: `base` and `limit` bound a mapping this value owns; the guard page at `limit` catches
-// overflows and more than MIN_STACK_SIZE bytes are usable; both ends are page-aligned, which
-// satisfies STACK_ALIGNMENT.
+// SAFETY: `base` and `limit` lie inside a mapping this value owns (`base` is `color` bytes below
+// its end, `color` < half a page); the guard page at `limit` catches overflows, and at least
+// the asked-for usable size (>= MIN_STACK_SIZE) lies between the guard and `base`; `limit` is
+// page-aligned and `base` a multiple of COLOR_STEP (64) below a page boundary, both multiples
+// of STACK_ALIGNMENT (16).
 unsafe impl Stack for FiberStack {
     fn base(&self) -> StackPointer {
-        StackPointer::new(self.start + self.len).expect("stack mapping is not at address 0")
+        StackPointer::new(self.start + self.len - self.color)
+            .expect("stack mapping is not at address 0")
     }
 
     fn limit(&self) -> StackPointer {
@@ -205,7 +235,29 @@ mod tests {
         let (lo, hi) = s.guard_range();
         assert_eq!(hi - lo, page_size());
         assert_eq!(s.limit().get(), lo);
-        assert_eq!(s.base().get() - s.limit().get(), 64 * 1024 + page_size());
+        let top = s.start + s.len;
+        assert!(s.base().get() <= top && top - s.base().get() < page_size() / 2);
+        assert_eq!(s.base().get() % COLOR_STEP, 0);
+        assert!(
+            s.base().get() - hi >= 64 * 1024,
+            "at least the asked-for size is usable"
+        );
+    }
+
+    #[test]
+    fn successive_stacks_start_at_different_cache_lines_of_their_page() {
+        let stacks: Vec<_> = (0..COLORS)
+            .map(|_| FiberStack::new(MIN_STACK_SIZE).unwrap())
+            .collect();
+        let mut offsets: Vec<_> = stacks
+            .iter()
+            .map(|s| s.base().get() % page_size())
+            .collect();
+        offsets.sort_unstable();
+        offsets.dedup();
+        // Other tests map stacks concurrently and take colours from the same counter, so
+        // allow a few repeats; without colouring every offset is 0.
+        assert!(offsets.len() > COLORS / 2, "top offsets {offsets:?}");
     }
 
     #[test]

@@ -365,7 +365,7 @@ impl ClusterBuilder {
         let (started_tx, started_rx) = mpsc::channel();
         let mut handles = Vec::with_capacity(processors);
         for (index, lane) in lanes.into_iter().enumerate() {
-            let local = policy.clone().local(index);
+            let policy = policy.clone();
             let cluster = shared.clone();
             let gate = start.clone();
             let started = started_tx.clone();
@@ -373,6 +373,13 @@ impl ClusterBuilder {
                 .name(format!("weft-{}-{index}", shared.name))
                 .spawn(move || {
                     gate.wait();
+                    // The processor's half of the policy is allocated by its own thread, away
+                    // from the other processors' halves: built here by the building thread they
+                    // came out of the allocator side by side, and the fields each processor
+                    // writes every round (LIFO slot, counters) shared cache lines between the
+                    // cores (`weft bench sched cycle --place-rings`: 2 processors ran no faster
+                    // than 1).
+                    let local = policy.local(index);
                     Processor::run(index, cluster, local, lane, started);
                 });
             match spawned {
