@@ -29,7 +29,24 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
+    spawn_fiber_on(setup, cluster, None, f)
+}
+
+/// [`spawn_fiber`], placed on `processor` of `cluster` when given (`Builder::processor`).
+pub(super) fn spawn_fiber_on<F, T>(
+    setup: &Setup,
+    cluster: &weft::Cluster,
+    processor: Option<usize>,
+    f: F,
+) -> weft::JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
     let mut builder = weft::Builder::new().cluster(cluster);
+    if let Some(index) = processor {
+        builder = builder.processor(index);
+    }
     if setup.params.migratable {
         // SAFETY: the benchmark bodies hold nothing thread-bound across their blocking calls:
         // no `thread_local!` (their PRNG is a value they own), no `!Send` value, only atomics,

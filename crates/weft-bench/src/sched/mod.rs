@@ -228,6 +228,12 @@ pub struct Params {
     /// processor after they started) instead of bound to their first processor: what the
     /// sound default costs.
     pub migratable: bool,
+    /// `cycle` and `locality-*` on weft: each ring's fibers placed on one processor
+    /// (`Builder::processor`; rings in contiguous blocks, the first `rings / processors` on
+    /// processor 0 and so on) instead of wherever they first run: the sound way to keep a
+    /// ring's hand-offs local. (Dealing rings out alternately measured 2.5× slower at 500
+    /// fibers, cause not found: docs/notes/schedulers.md.)
+    pub place_rings: bool,
 }
 
 impl Params {
@@ -242,6 +248,7 @@ impl Params {
             ring_size: DEFAULT_RING_SIZE,
             stack_size: None,
             migratable: false,
+            place_rings: false,
         }
     }
 }
@@ -341,6 +348,9 @@ pub fn run(bench: Bench, params: &Params) -> io::Result<Vec<Record>> {
         r.variant = params.fibers.variant().to_owned();
         if params.migratable && params.runtime == Runtime::Weft {
             r.variant.push_str("-migratable");
+        }
+        if params.place_rings && params.runtime == Runtime::Weft {
+            r.variant.push_str("-placed");
         }
         r.core_round_trip_ns = core_round_trip_ns;
         r.core_round_trip_after_ns = core_round_trip_after_ns;

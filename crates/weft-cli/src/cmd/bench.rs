@@ -113,6 +113,12 @@ struct SchedArgs {
     #[arg(long)]
     migratable: bool,
 
+    /// cycle and locality-* on weft: place each ring's fibers on one processor (rings in
+    /// contiguous blocks per processor, `Builder::processor`) instead of wherever they first
+    /// run, so a ring's hand-offs stay on one processor under the sound default.
+    #[arg(long)]
+    place_rings: bool,
+
     /// Print one JSON object per result line instead of a table.
     #[arg(long)]
     json: bool,
@@ -219,6 +225,26 @@ impl SchedArgs {
             if self.migratable {
                 bail!("--migratable concerns weft fibers; it has no meaning with --runtime tokio");
             }
+            if self.place_rings {
+                bail!("--place-rings places weft fibers; it has no meaning with --runtime tokio");
+            }
+        }
+        if self.place_rings {
+            if self.migratable {
+                bail!("--place-rings binds each ring to a processor; it cannot be combined with --migratable");
+            }
+            if let Some(b) = self.benches().into_iter().find(|b| {
+                !matches!(
+                    b,
+                    Bench::Cycle | Bench::LocalityShared | Bench::LocalityNoshare
+                )
+            }) {
+                bail!(
+                    "--place-rings applies to the ring benchmarks (cycle, locality-shared, \
+                     locality-noshare), not to {}",
+                    b.name()
+                );
+            }
         }
         let processors = match self.processors {
             Some(n) => usize::from(n),
@@ -233,6 +259,7 @@ impl SchedArgs {
         params.ring_size = self.ring_size;
         params.stack_size = self.stack_size;
         params.migratable = self.migratable;
+        params.place_rings = self.place_rings;
         Ok(params)
     }
 
@@ -449,6 +476,21 @@ mod tests {
         assert!(
             tokio_migratable.contains("--migratable"),
             "{tokio_migratable}"
+        );
+        let params_err =
+            |args: &[&str]| sched_args(args).unwrap().params().unwrap_err().to_string();
+        let e = params_err(&["yield", "--place-rings"]);
+        assert!(e.contains("ring benchmarks") && e.contains("yield"), "{e}");
+        let e = params_err(&["cycle", "--place-rings", "--migratable"]);
+        assert!(e.contains("--migratable"), "{e}");
+        let e = params_err(&["cycle", "--place-rings", "--runtime", "tokio"]);
+        assert!(e.contains("--runtime tokio"), "{e}");
+        assert!(
+            sched_args(&["cycle", "--place-rings"])
+                .unwrap()
+                .params()
+                .unwrap()
+                .place_rings
         );
     }
 
