@@ -342,8 +342,7 @@ impl Processor {
         ctx::refill_op_budget();
         // SAFETY: this processor holds the fiber's only Task, so nobody else touches the
         // coroutine until it is handed on below.
-        let coroutine =
-            unsafe { (*fiber.coroutine.get()).as_mut() }.expect("a runnable fiber has a coroutine");
+        let coroutine = unsafe { &mut *fiber.coroutine.get() }.coroutine();
         let result = coroutine.resume(());
         ctx::set_fiber(ptr::null());
         if let (Some(stats), Some(started)) = (self.stats(), started_ns) {
@@ -389,7 +388,8 @@ impl Processor {
             }
             CoroutineResult::Return(()) => {
                 // SAFETY: as above; the coroutine has returned, so its stack is free.
-                let coroutine = unsafe { (*fiber.coroutine.get()).take() }
+                let coroutine = unsafe { &mut *fiber.coroutine.get() }
+                    .take_finished()
                     .expect("a finished fiber had a coroutine");
                 let stack = coroutine.into_stack();
                 let size_matches = stack.usable_size() == self.cluster.stack_size;

@@ -7,10 +7,10 @@ use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
-use corosensei::Coroutine;
-
 use crate::ctx::{LocalMap, WaitNode};
-use crate::fiber::core::{Fiber, FiberRef, FiberYielder, Placement, Suspend, Task, EMPTY};
+use crate::fiber::core::{
+    Fiber, FiberBody, FiberRef, FiberYielder, Placement, Suspend, Task, EMPTY,
+};
 use crate::fiber::current::{current_fiber_ptr, suspend};
 use crate::fiber::park::{current_unparker, park, Parked, Unparker};
 use crate::fiber::stack;
@@ -179,21 +179,23 @@ impl Builder {
             done: AtomicBool::new(false),
         });
         let completion = packet.clone();
-        let coroutine = Coroutine::with_stack(stack, move |yielder: &FiberYielder, ()| {
-            let me = current_fiber_ptr();
-            // SAFETY: the coroutine only runs as the fiber `me`, which is alive while it runs.
-            let me = unsafe { &*me };
-            me.yielder.set(yielder);
-            let result = catch_unwind(AssertUnwindSafe(f));
-            // Fiber-locals die with the fiber, on its own stack.
-            // SAFETY: only the fiber itself touches its locals.
-            let locals = unsafe { &mut *me.locals.get() };
-            if !locals.is_empty() {
-                let locals = std::mem::take(locals);
-                let _ = catch_unwind(AssertUnwindSafe(move || drop(locals)));
-            }
-            completion.complete(result);
-        });
+        // Made into a coroutine on the processor that first runs the fiber (`FiberBody`).
+        let entry: Box<dyn FnOnce(&FiberYielder) + Send> =
+            Box::new(move |yielder: &FiberYielder| {
+                let me = current_fiber_ptr();
+                // SAFETY: the coroutine only runs as the fiber `me`, which is alive while it runs.
+                let me = unsafe { &*me };
+                me.yielder.set(yielder);
+                let result = catch_unwind(AssertUnwindSafe(f));
+                // Fiber-locals die with the fiber, on its own stack.
+                // SAFETY: only the fiber itself touches its locals.
+                let locals = unsafe { &mut *me.locals.get() };
+                if !locals.is_empty() {
+                    let locals = std::mem::take(locals);
+                    let _ = catch_unwind(AssertUnwindSafe(move || drop(locals)));
+                }
+                completion.complete(result);
+            });
         let fiber = Arc::new(Fiber {
             id: NEXT_FIBER_ID.fetch_add(1, Ordering::Relaxed),
             name: self.name.map(Arc::from),
@@ -205,7 +207,7 @@ impl Builder {
             },
             timer_gen: AtomicU64::new(0),
             cluster: UnsafeCell::new(cluster),
-            coroutine: UnsafeCell::new(Some(coroutine)),
+            coroutine: UnsafeCell::new(FiberBody::Unstarted { stack, entry }),
             yielder: Cell::new(std::ptr::null()),
             stack_hint: AtomicUsize::new(0),
             locals: UnsafeCell::new(LocalMap::default()),
