@@ -14,6 +14,7 @@
 #   servers-echo-capped.jsonl  the same with the server capped at 70 % and at 40 % of its core (root)
 #   servers-load.txt       weft bench load (the generators against wrk / memcaslap; their CPU)
 #   targets.jsonl          cycle, yield, churn at 2 processors: best policies and tokio, alternating
+#                          (cycle also with its rings placed on processors, --place-rings)
 #   targets-summary.txt    their ratios per round, split by the host's vCPU placement
 # Every server is pinned to CPU 0 and every load generator to CPU 1 by the commands
 # themselves. Run it on a quiet machine; it takes about 25 minutes.
@@ -86,6 +87,10 @@ run_targets() {
                 "$WEFT" bench sched "$bench" --scheduler "$policy" --processors 2 --duration 2 \
                     --json | tee -a "$(rec targets.jsonl)"
             done
+            if [ "$bench" = cycle ]; then
+                "$WEFT" bench sched cycle --place-rings --processors 2 --duration 2 --json |
+                    tee -a "$(rec targets.jsonl)"
+            fi
             "$WEFT" bench sched "$bench" --runtime tokio --processors 2 --duration 2 --json |
                 tee -a "$(rec targets.jsonl)"
         done

@@ -7,7 +7,9 @@ cache-line round trip between CPUs 0 and 1 taken just before it (and core_round_
 just after it; a run whose two probes disagree counts as mixed): on the 2-vCPU VM it is ~60 ns
 when the host runs both vCPUs in one core complex ("near") and ~330 ns when it does not
 ("far"). A round's ratio (best weft policy / tokio) is only formed when all of its records
-of that benchmark saw the same placement.
+of that benchmark saw the same placement. cycle also runs once per round with its rings
+placed on processors (`--place-rings`, variant `many-placed`): its ratio is given apart from the
+best policy's under the default placement.
 """
 import json
 import statistics
@@ -33,6 +35,13 @@ def probes(rec):
     return "/".join(f"{v:.0f}" for v in ns if v is not None) + " ns"
 
 
+def name(rec):
+    """The scheduler, marked when the run placed its rings or spawned migratable fibers."""
+    variant = rec.get("variant", "")
+    marks = [m for m in ("placed", "migratable") if variant.endswith("-" + m)]
+    return "+".join([rec["scheduler"], *marks])
+
+
 def spread(ratios):
     """The rounds' count and their ratios' min, median and max, as printed by both summaries."""
     return (
@@ -47,31 +56,35 @@ def main(path):
     rounds = defaultdict(list)  # (benchmark, round) -> records
     seen = defaultdict(int)
     for r in recs:
-        key = (r["benchmark"], r["scheduler"])
+        key = (r["benchmark"], name(r))
         rounds[(r["benchmark"], seen[key])].append(r)
         seen[key] += 1
     by_mode = defaultdict(list)  # (benchmark, placement) -> [(ratio, best, policy, tokio)]
     for (bench, rnd), rs in sorted(rounds.items()):
         places = {placement(r) for r in rs}
-        weft = [r for r in rs if r["runtime"] == "weft"]
+        weft = [r for r in rs if r["runtime"] == "weft" and name(r) == r["scheduler"]]
+        placed = [r for r in rs if r["runtime"] == "weft" and name(r).endswith("+placed")]
         tokio = [r for r in rs if r["runtime"] == "tokio"]
         if not weft or not tokio:
             continue
         best = max(weft, key=lambda r: r["ops_per_sec"])
         t = tokio[0]["ops_per_sec"]
-        line = ", ".join(
-            f'{r["scheduler"]} {r["ops_per_sec"] / 1e6:.1f} ({probes(r)})' for r in rs
-        )
+        line = ", ".join(f'{name(r)} {r["ops_per_sec"] / 1e6:.1f} ({probes(r)})' for r in rs)
         if len(places) == 1 and "mixed" not in places:
             mode = places.pop()
             ratio = best["ops_per_sec"] / t
-            by_mode[(bench, mode)].append(ratio)
-            print(f"{bench:6} round {rnd + 1} [{mode}] best/tokio {ratio:.2f}x: {line}")
+            by_mode[(bench, mode, "best policy")].append(ratio)
+            text = f"best/tokio {ratio:.2f}x"
+            if placed:
+                placed_ratio = placed[0]["ops_per_sec"] / t
+                by_mode[(bench, mode, "rings placed")].append(placed_ratio)
+                text += f", placed/tokio {placed_ratio:.2f}x"
+            print(f"{bench:6} round {rnd + 1} [{mode}] {text}: {line}")
         else:
             print(f"{bench:6} round {rnd + 1} [mixed placement, no ratio]: {line}")
     print()
-    for (bench, mode), ratios in sorted(by_mode.items()):
-        print(f"{bench:6} {mode:5} best weft / tokio {spread(ratios)}")
+    for (bench, mode, kind), ratios in sorted(by_mode.items()):
+        print(f"{bench:6} {mode:5} {kind:12} weft / tokio {spread(ratios)}")
 
 
 if __name__ == "__main__":
