@@ -37,7 +37,8 @@ static NEXT_FIBER_ID: StaticAtomicU64 = StaticAtomicU64::new(1);
 /// held across a blocking call rely on it. (Go and Java virtual threads move their threads
 /// freely; they have no `Send`.) The price is that load is balanced only when fibers start:
 /// a processor cannot take over another's started fibers (ARCHITECTURE.md gives the measured
-/// cost).
+/// cost). Fibers that hand work to each other at a high rate are best kept together:
+/// [`Builder::processor`] places a fiber on a chosen processor from the start.
 ///
 /// Code running on a fiber keeps these rules:
 ///
