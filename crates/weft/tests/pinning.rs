@@ -45,6 +45,21 @@ fn rendezvous(started: &AtomicUsize, n: usize) -> ThreadId {
     std::thread::current().id()
 }
 
+/// One exchange of a two-fiber ping-pong: side 0 releases first and then waits, side 1 waits
+/// and then releases; every 16th round each side also yields.
+fn ping_pong(side: usize, round: usize, mine: &Semaphore, theirs: &Semaphore) {
+    if side == 0 {
+        theirs.release();
+        mine.acquire().unwrap();
+    } else {
+        mine.acquire().unwrap();
+        theirs.release();
+    }
+    if round % 16 == 0 {
+        weft::yield_now();
+    }
+}
+
 /// Fibers each attempt of [`on_two_threads`] starts: enough that under every policy some start
 /// on the other processor (work-requesting hands over only a surplus).
 const CANDIDATES: usize = 8;
@@ -145,16 +160,7 @@ fn a_fiber_woken_from_another_processor_stays_on_its_thread_under_every_policy()
             // On the old code every one of these wake-ups moved the woken fiber; 400 rounds a
             // policy keep the test short on a loaded 2-core machine.
             for round in 0..400 {
-                if i == 0 {
-                    theirs.release();
-                    mine.acquire().unwrap();
-                } else {
-                    mine.acquire().unwrap();
-                    theirs.release();
-                }
-                if round % 16 == 0 {
-                    weft::yield_now();
-                }
+                ping_pong(i, round, mine, theirs);
                 if std::thread::current().id() != home {
                     moved += 1;
                 }
@@ -360,16 +366,7 @@ fn fibers_placed_on_a_processor_run_only_there_under_every_policy() {
                         let (mine, theirs) = (&sems[side], &sems[1 - side]);
                         let mut threads = Vec::new();
                         for round in 0..200 {
-                            if side == 0 {
-                                theirs.release();
-                                mine.acquire().unwrap();
-                            } else {
-                                mine.acquire().unwrap();
-                                theirs.release();
-                            }
-                            if round % 16 == 0 {
-                                weft::yield_now();
-                            }
+                            ping_pong(side, round, mine, theirs);
                             let t = std::thread::current().id();
                             if !threads.contains(&t) {
                                 threads.push(t);
