@@ -60,14 +60,15 @@ pub fn process_sleeps(pid: u32) -> io::Result<u64> {
         let Ok(status) = std::fs::read_to_string(task?.path().join("status")) else {
             continue; // the thread ended while we looked
         };
-        let count = status
-            .lines()
-            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .ok_or_else(|| io::Error::other("no voluntary_ctxt_switches in /proc status"))?;
-        total += count;
+        total += sleeps_in_status(&status)?;
     }
     Ok(total)
+}
+
+/// The voluntary context switches a `/proc/.../status` text reports.
+fn sleeps_in_status(status: &str) -> io::Result<u64> {
+    crate::process::status_field(status, "voluntary_ctxt_switches")
+        .ok_or_else(|| io::Error::other("no voluntary_ctxt_switches in /proc status"))
 }
 
 #[cfg(test)]
@@ -86,11 +87,18 @@ mod tests {
 
     #[test]
     fn a_sleeping_thread_is_counted() {
-        let pid = std::process::id();
-        let before = process_sleeps(pid).unwrap();
+        // This thread's own count: the process total also loses the counts of the test
+        // harness's other threads as they end, so it need not grow.
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        let me = format!("/proc/self/task/{tid}/status");
+        let mine = || sleeps_in_status(&std::fs::read_to_string(&me).unwrap()).unwrap();
+        let before = mine();
         for _ in 0..3 {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        assert!(process_sleeps(pid).unwrap() >= before + 3);
+        let after = mine();
+        assert!(after >= before + 3, "{before} -> {after}");
+        assert!(process_sleeps(std::process::id()).unwrap() >= after);
     }
 }
