@@ -231,7 +231,7 @@ pub struct Params {
     /// `cycle` and `locality-*` on weft: each ring's fibers placed on one processor
     /// (`Builder::processor`; rings in contiguous blocks, the first `rings / processors` on
     /// processor 0 and so on) instead of wherever they first run: the sound way to keep a
-    /// ring's hand-offs local. (Dealing rings out alternately measured 2.5× slower at 500
+    /// ring's hand-offs local. (Dealing rings out alternately measured 10–20 % slower at 500
     /// fibers, cause not found: docs/notes/schedulers.md.)
     pub place_rings: bool,
 }

@@ -32,17 +32,16 @@ pub(crate) const PROCESSOR_CACHE_CAPACITY: usize = 64;
 /// How far apart the tops of successive stacks are placed inside their top page (a cache
 /// line). Every mapping is page-aligned, so without this every fiber's top frames would sit at
 /// the same page offset: the same L1 sets (whose index lies inside the page offset) and, for
-/// pages of one colour, the same L2 sets. With hundreds of fibers per processor those sets
-/// overflow while the rest of the cache idles (`weft bench sched cycle --place-rings`, 50
-/// rings per processor: 2 processors ran no faster than 1). glibc colours thread stacks the
-/// same way.
+/// pages of one colour, the same L2 sets. With many fibers per processor those sets overflow
+/// while the rest of the cache idles (`weft bench sched cycle --place-rings --fibers 20`, 2
+/// rings per processor: 29 M/s before, 50 after). glibc colours thread stacks the same way.
 const COLOR_STEP: usize = 64;
 
 /// How many colours: tops spread over the upper half of the top page, so the frames of a
 /// parked fiber (1–2 KiB) still fit in that page and colouring costs no resident memory.
 const COLORS: usize = 32;
 
-/// The next stack's colour (a count; the offset is `count * COLOR_STEP` modulo a page).
+/// How many stacks have been mapped: the next one's colour is [`color_of`] this count.
 static NEXT_COLOR: crate::loom::StaticAtomicUsize = crate::loom::StaticAtomicUsize::new(0);
 
 /// The colour (`0..COLORS`) of the `n`-th stack mapped: Fibonacci hashing, not `n % COLORS`,
