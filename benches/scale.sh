@@ -9,10 +9,15 @@
 # each connection count (offered far above capacity; `actual_qps` is what came back inside the
 # window); every point is repeated ROUNDS times, servers alternating.
 #
-# Usage: benches/scale.sh [all|mc|http|variants]   (env: ROUNDS=2 DURATION=3 WARMUP=2
-#        CONNS="1000 4000 15360" WEFT=target/release/weft OUT=docs/bench)
-#   all       mc and http with the defaults (io_uring, the servers' default policy)
-#   variants  at 15,360 connections and 50 % of the peer's peak: epoll and the core policies
+# Usage: benches/scale.sh [all|mc|http|variants|generators|episodes]   (env: ROUNDS=2
+#        DURATION=3 WARMUP=2 CONNS="1000 4000 15360" WEFT=target/release/weft OUT=docs/bench)
+#   all         mc and http with the defaults (io_uring, the servers' default policy)
+#   variants    at 15,360 connections and 50 % of the peer's peak: epoll and the core policies
+#   generators  weft's own generator (`weft load memcached`) against openloop, alternating, on
+#               the same server at the last of CONNS and QPS=50000: memcached and weft
+#   episodes    one traced run per server at the last of CONNS (QPS=50000 mc, 38000 http):
+#               benches/episodes.py lists the bursts of slow requests and, with perf, which
+#               tasks held CPU 0 during each (traces in TRACES=/tmp/weft-episodes-DATE)
 # Prints a table per protocol and appends every point to $OUT/scale-DATE.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,9 +88,11 @@ cpu_ticks() {
 }
 
 port=30000
-# point PROTO NAME CONNS QPS -> one JSON object on stdout (and in the record)
+# point PROTO NAME CONNS QPS [GENERATOR] -> one JSON object on stdout (and in the record).
+# GENERATOR: openloop (default), weft-load (weft's own, memcached protocol only) or
+# trace:FILE (openloop writing every request to FILE, with sched_switch in FILE.perf).
 point() {
-  local proto=$1 name=$2 conns=$3 qps=$4
+  local proto=$1 name=$2 conns=$3 qps=$4 generator=${5:-openloop}
   port=$((port + 1))
   local cmd
   cmd=$(server_cmd "$proto" "$name" "$port")
@@ -101,15 +108,37 @@ point() {
   local t0 t1 c0 c1 out
   c0=$(cpu_ticks "$pid")
   t0=$(date +%s.%N)
-  out=$(taskset -c 1 "$work/openloop" --server "127.0.0.1:$port" --connections "$conns" \
-    --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" "${extra[@]}" || echo '{}')
+  case $generator in
+  openloop)
+    out=$(taskset -c 1 "$work/openloop" --server "127.0.0.1:$port" --connections "$conns" \
+      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" "${extra[@]}" || echo '{}')
+    ;;
+  trace:*)
+    local file=${generator#trace:} perf_pid=
+    if command -v perf >/dev/null; then
+      perf record -q -k CLOCK_MONOTONIC -e sched:sched_switch -a -o "$file.perf" \
+        -- sleep "$(python3 -c "print($WARMUP + $DURATION + 3)")" >/dev/null 2>&1 &
+      perf_pid=$!
+    fi
+    out=$(taskset -c 1 "$work/openloop" --server "127.0.0.1:$port" --connections "$conns" \
+      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" --trace "$file" "${extra[@]}" || echo '{}')
+    [ -n "$perf_pid" ] && wait "$perf_pid"
+    ;;
+  weft-load)
+    # The same figures under openloop's names, so the table reads both.
+    out=$(taskset -c 1 "$WEFT" load memcached --server "127.0.0.1:$port" --connections "$conns" \
+      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" --json |
+      python3 -c "import json,sys; d=json.load(sys.stdin); l=d['latency_us']; g=d.get('generator_send_lag_us') or {}; print(json.dumps(dict(proto='mc', connections=$conns, offered_qps=$qps, actual_qps=d['actual_qps'], p50_us=l['p50'], p99_us=l['p99'], p999_us=l['p999'], send_lag_p99_us=g.get('p99'), timeouts=d['timeouts'], errors=d['errors'])))" ||
+      echo '{}')
+    ;;
+  esac
   t1=$(date +%s.%N)
   c1=$(cpu_ticks "$pid")
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
   local busy
   busy=$(python3 -c "print(round(($c1-$c0)/100/($t1-$t0),3))")
-  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', server_busy=$busy, stamp='$stamp'); print(json.dumps(d))" "$out")
+  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='${generator%%:*}', server_busy=$busy, stamp='$stamp'); print(json.dumps(d))" "$out")
   echo "$out" >>"$record"
   echo "$out"
 }
@@ -144,16 +173,19 @@ for r in rows:
 def spread(vals):
     vals = sorted(vals)
     return f"{vals[0]/1000:.1f}–{statistics.median(vals)/1000:.1f}–{vals[-1]/1000:.1f}"
-print("| protocol | connections | % of peer peak (req/s) | server | p50 ms | p99 ms (min–med–max) | p999 ms (min–med–max) | actual req/s | server busy |")
-print("|---|---:|---|---|---:|---|---|---:|---:|")
+print("| protocol | connections | % of peer peak (req/s) | server | p50 ms | p99 ms (min–med–max) | p999 ms (min–med–max) | actual req/s | server busy | generator send lag p99 ms (med) |")
+print("|---|---:|---|---|---:|---|---|---:|---:|---:|")
 for p, c, f in keys:
     for s in servers:
         rs = [r for r in rows if (r['proto'], r['connections'], r['fraction'], r['server']) == (p, c, f, s)]
         if not rs:
             continue
-        print(f"| {p} | {c} | {f} % ({int(rs[0]['offered_qps'])}) | {s} | {statistics.median(r['p50_us'] for r in rs)/1000:.2f} | "
+        rate = f"{f} % ({int(rs[0]['offered_qps'])})" if f else f"{int(rs[0]['offered_qps'])}"
+        lags = [r['send_lag_p99_us'] for r in rs if r.get('send_lag_p99_us') is not None]
+        lag = f"{statistics.median(lags)/1000:.2f}" if lags else "–"
+        print(f"| {p} | {c} | {rate} | {s} | {statistics.median(r['p50_us'] for r in rs)/1000:.2f} | "
               f"{spread([r['p99_us'] for r in rs])} | {spread([r['p999_us'] for r in rs])} | "
-              f"{int(statistics.median(r['actual_qps'] for r in rs))} | {statistics.median(r['server_busy'] for r in rs):.2f} |")
+              f"{int(statistics.median(r['actual_qps'] for r in rs))} | {statistics.median(r['server_busy'] for r in rs):.2f} | {lag} |")
 EOF
 }
 
@@ -178,8 +210,33 @@ variants)
     done
   done
   ;;
+generators)
+  qps=${QPS:-50000}
+  conns=${CONNS##* }
+  for _ in $(seq "$ROUNDS"); do
+    for name in memcached weft; do
+      for generator in openloop weft-load; do
+        point mc "$name" "$conns" "$qps" "$generator" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=0, peer_peak=0, server=d['server'] + ' / ' + d['generator']); print(json.dumps(d))" >>"$work/table.jsonl"
+      done
+    done
+  done
+  ;;
+episodes)
+  traces=${TRACES:-/tmp/weft-episodes-$stamp}   # large: not in the record directory
+  conns=${CONNS##* }
+  mkdir -p "$traces"
+  for spec in "mc memcached ${QPS:-50000}" "mc weft ${QPS:-50000}" "http nginx ${HTTP_QPS:-38000}" "http weft ${HTTP_QPS:-38000}"; do
+    set -- $spec
+    file="$traces/$1-$2.trace"
+    point "$1" "$2" "$conns" "$3" "trace:$file" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=0, peer_peak=0); print(json.dumps(d))" >>"$work/table.jsonl"
+    echo "== $1 / $2 at $3 req/s" >&2
+    perf_arg=()
+    [ -f "$file.perf" ] && perf_arg=(--perf "$file.perf")
+    python3 benches/episodes.py "$file" "${perf_arg[@]}" >&2
+  done
+  ;;
 *)
-  echo "usage: benches/scale.sh [all|mc|http|variants]" >&2
+  echo "usage: benches/scale.sh [all|mc|http|variants|generators|episodes]" >&2
   exit 2
   ;;
 esac

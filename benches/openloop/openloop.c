@@ -57,7 +57,15 @@ static struct {
     const char *path;
     int json;
     uint64_t spin_ns;
-} cfg = {MC, {0}, 100, 1, 10000, 32, 10000, 5, 1, 0.03, 1.0, "/", 0, 100000};
+    const char *trace; /* every recorded request to this file, for finding when the slow ones were */
+} cfg = {MC, {0}, 100, 1, 10000, 32, 10000, 5, 1, 0.03, 1.0, "/", 0, 100000, NULL};
+
+/* One recorded request of the trace: when it was intended (ns after the window opened), its
+ * latency (ns) and its connection. */
+struct trace_row {
+    uint64_t intended_ns, latency_ns;
+    int conn;
+};
 
 struct conn {
     int fd;
@@ -85,6 +93,8 @@ struct worker {
     uint64_t recorded, late_drops, sent, in_window, timeouts, unsent, errors;
     uint64_t max_ns;
     char *setbuf;
+    struct trace_row *trace; /* --trace: rows of this worker, at most trace_cap */
+    uint64_t trace_len, trace_cap;
 };
 
 static uint64_t t_start, t_window, t_end, t_drain_end;
@@ -240,7 +250,11 @@ static void on_readable(struct worker *w, struct conn *c, int epfd, uint64_t now
         c->qhead = (c->qhead + 1) % QUEUE_CAP;
         c->qlen--;
         c->outstanding = 0;
-        if (intended >= t_window && intended < t_end) record(w, now - intended);
+        if (intended >= t_window && intended < t_end) {
+            record(w, now - intended);
+            if (w->trace_len < w->trace_cap)
+                w->trace[w->trace_len++] = (struct trace_row){intended - t_window, now - intended, (int)(c - w->conns)};
+        }
         if (now >= t_window && now < t_end) {
             w->in_window++;
             c->served++;
@@ -399,6 +413,9 @@ static void usage(void) {
          "  --value-size B         mc: value bytes [32]\n"
          "  --path P               http: the path every request asks for [/]\n"
          "  --spin-us U            poll instead of sleeping when the next arrival is this close [100]\n"
+         "  --trace FILE           write every recorded request to FILE: intended time (us after the\n"
+         "                         window opened), latency (us), worker and connection index; the\n"
+         "                         first line gives the window's start on CLOCK_MONOTONIC\n"
          "Prints one JSON object: offered and actual rates, latency percentiles from the\n"
          "intended send time (us), timeouts, unsent, per-connection served min/median/max, Jain.");
 }
@@ -409,7 +426,7 @@ int main(int argc, char **argv) {
         {"qps", 1, 0, 'q'},         {"duration", 1, 0, 'd'}, {"warmup", 1, 0, 'w'},
         {"drain", 1, 0, 'D'},       {"threads", 1, 0, 't'},  {"update-ratio", 1, 0, 'u'},
         {"keys", 1, 0, 'k'},        {"value-size", 1, 0, 'v'}, {"path", 1, 0, 'P'},
-        {"spin-us", 1, 0, 'S'},    {"help", 0, 0, 'h'},        {0, 0, 0, 0}};
+        {"spin-us", 1, 0, 'S'},    {"trace", 1, 0, 'T'},       {"help", 0, 0, 'h'},        {0, 0, 0, 0}};
     int o;
     char *server = NULL;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -431,6 +448,7 @@ int main(int argc, char **argv) {
         case 'v': cfg.value_size = atoi(optarg); break;
         case 'P': cfg.path = optarg; break;
         case 'S': cfg.spin_ns = (uint64_t)(atof(optarg) * 1000); break;
+        case 'T': cfg.trace = optarg; break;
         case 'h': usage(); return 0;
         default: usage(); return 2;
         }
@@ -475,6 +493,12 @@ int main(int argc, char **argv) {
         w->lag_coarse = calloc(HIST_COARSE, sizeof(uint32_t));
         w->setbuf = value;
         w->conns = calloc(w->nconns, sizeof(struct conn));
+        if (cfg.trace) {
+            /* Room for twice the expected arrivals of the window; later rows are dropped. */
+            w->trace_cap = (uint64_t)(2 * w->qps * cfg.duration_s) + 1024;
+            w->trace = malloc(w->trace_cap * sizeof(struct trace_row));
+            if (!w->trace) die("trace buffer");
+        }
         for (int i = 0; i < w->nconns; i++) {
             struct conn *c = &w->conns[i];
             c->fd = connect_one();
@@ -492,6 +516,17 @@ int main(int argc, char **argv) {
     for (int t = 0; t < cfg.threads; t++) pthread_create(&ws[t].thread, NULL, run_worker, &ws[t]);
     for (int t = 0; t < cfg.threads; t++) pthread_join(ws[t].thread, NULL);
     getrusage(RUSAGE_SELF, &ru1);
+    if (cfg.trace) {
+        FILE *f = fopen(cfg.trace, "w");
+        if (!f) die(cfg.trace);
+        fprintf(f, "# window opened at CLOCK_MONOTONIC %.1f us\n", t_window / 1e3);
+        for (int t = 0; t < cfg.threads; t++)
+            for (uint64_t i = 0; i < ws[t].trace_len; i++) {
+                struct trace_row *r = &ws[t].trace[i];
+                fprintf(f, "%.1f %.1f %d %d\n", r->intended_ns / 1e3, r->latency_ns / 1e3, t, r->conn);
+            }
+        if (fclose(f) != 0) die(cfg.trace);
+    }
     double cpu = (ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) + (ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e6 +
                  (ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) + (ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
     double wall = (now_ns() - t_start) / 1e9;
