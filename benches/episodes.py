@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
-"""Where the slow requests of one open-loop run were, and what held the server's CPU then.
+"""Where the slow requests of one open-loop run were, and what held the CPUs then.
 
 Input: a trace written by `openloop --trace FILE` (first line: the window's start on
 CLOCK_MONOTONIC; then one line per recorded request: intended time in us after the window
 opened, latency in us, worker, connection). Optionally a `perf record -k CLOCK_MONOTONIC -e
-sched:sched_switch -a` file of the same run, to say which tasks ran on the server's CPU during
+sched:sched_switch -a` file of the same run, to say which tasks ran on the server's and the load's CPU during
 each episode.
 
 An episode is a run of 5 ms bins (by intended time) holding requests at least --slow-us slow,
 bins at most 10 ms apart merged. For each: the slow requests, the worst latency, the longest
 span with no reply at all (the server, or its path, stopped), and the CPU time per task on
---cpu inside the episode.
+each of --cpus inside the episode.
 
-Usage: benches/episodes.py TRACE [--perf FILE] [--cpu 0] [--slow-us 4000] [--min-slow 50]
+Usage: benches/episodes.py TRACE [--perf FILE] [--cpus 0,1] [--slow-us 4000] [--min-slow 50]
 """
 import argparse
 import collections
@@ -69,27 +69,28 @@ SWITCH = re.compile(
 )
 
 
-def cpu_time(perf, cpu, start_s, spans):
-    """Per span: {task: ms on `cpu`} from the sched_switch records."""
+def cpu_time(perf, cpus, start_s, spans):
+    """Per CPU in `cpus`: per span {task: ms}, and {task: ms} over the whole recording."""
     text = subprocess.run(
         ["perf", "script", "-i", perf, "-F", "cpu,time,trace"], capture_output=True, text=True
     ).stdout
-    per = [collections.Counter() for _ in spans]
-    whole = collections.Counter()
-    running = None
+    per = {c: [collections.Counter() for _ in spans] for c in cpus}
+    whole = {c: collections.Counter() for c in cpus}
+    running = {}
     for line in text.splitlines():
         m = SWITCH.match(line)
-        if not m or int(m.group(1)) != cpu:
+        if not m or int(m.group(1)) not in per:
             continue
+        cpu = int(m.group(1))
         t = (float(m.group(2)) - start_s) * 1000
-        if running:
-            since, task = running
-            whole[task] += t - since
+        if cpu in running:
+            since, task = running[cpu]
+            whole[cpu][task] += t - since
             for i, (lo, hi, _, _) in enumerate(spans):
                 overlap = min(t, hi) - max(since, lo)
                 if overlap > 0:
-                    per[i][task] += overlap
-        running = (t, m.group(4))
+                    per[cpu][i][task] += overlap
+        running[cpu] = (t, m.group(4))
     return per, whole
 
 
@@ -97,7 +98,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
     ap.add_argument("--perf", help="perf sched_switch record of the same run (CLOCK_MONOTONIC)")
-    ap.add_argument("--cpu", type=int, default=0, help="the server's CPU [0]")
+    ap.add_argument("--cpus", default="0,1", help="CPUs to report: the server's, the load's [0,1]")
     ap.add_argument("--slow-us", type=float, default=4000, help="what counts as slow [4000]")
     ap.add_argument("--min-slow", type=int, default=50, help="smallest episode shown [50]")
     args = ap.parse_args()
@@ -114,18 +115,21 @@ def main():
     spans = episodes(rows, args.slow_us, args.min_slow)
     in_spans = sum(s for _, _, s, _ in spans)
     print(f"{len(spans)} episodes hold {in_spans} of the slow requests")
+    cpus = [int(c) for c in args.cpus.split(",")]
     per = whole = None
     if args.perf:
-        per, whole = cpu_time(args.perf, args.cpu, start_s, spans)
-        top = ", ".join(f"{k} {v:.0f}" for k, v in whole.most_common(5))
-        print(f"CPU {args.cpu} over the whole recording (ms): {top}")
+        per, whole = cpu_time(args.perf, cpus, start_s, spans)
+        for c in cpus:
+            top = ", ".join(f"{k} {v:.0f}" for k, v in whole[c].most_common(5))
+            print(f"CPU {c} over the whole recording (ms): {top}")
     for i, (lo, hi, s, worst) in enumerate(spans):
         line = (
             f"  {lo:7.0f}–{hi:7.0f} ms: {s:5d} slow, worst {worst / 1000:5.1f} ms, "
             f"longest span without a reply {reply_gap_ms(rows, lo, hi):5.1f} ms"
         )
         if per:
-            line += "; CPU %d: " % args.cpu + ", ".join(f"{k} {v:.1f}" for k, v in per[i].most_common(3))
+            for c in cpus:
+                line += f"\n      CPU {c}: " + ", ".join(f"{k} {v:.1f}" for k, v in per[c][i].most_common(3))
         print(line)
 
 
