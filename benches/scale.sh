@@ -32,6 +32,12 @@ DURATION=${DURATION:-3}
 # (docs/notes/scale.md, "The sandbox's descriptor scan"). A 3 s window catches 0-4 bursts, so
 # p99 moved 2-4x between rounds; 20 s windows average over ~20 of them.
 LONG_DURATION=${LONG_DURATION:-20}
+# ISOLATE=fifo runs every server and the generator under SCHED_FIFO (chrt -f 10), the generator
+# sleeping between arrivals (--spin-us 0) so the real-time throttle never stops it: the
+# sandbox's control process then only gets the CPUs' idle time. Off by default (the machine
+# as users have it); the notes give both.
+ISOLATE=${ISOLATE:-}
+case $ISOLATE in "" | fifo) ;; *) echo "scale.sh: ISOLATE is empty or fifo" >&2; exit 2 ;; esac
 WARMUP=${WARMUP:-2}
 CONNS=${CONNS:-"1000 4000 15360"}
 WEFT=${WEFT:-target/release/weft}
@@ -103,11 +109,13 @@ point() {
   local proto=$1 name=$2 conns=$3 qps=$4 generator=${5:-openloop}
   local DURATION=$DURATION
   [ "$conns" -ge 10000 ] && DURATION=$LONG_DURATION
+  local rt=() spin=()
+  [ "$ISOLATE" = fifo ] && rt=(chrt -f 10) && spin=(--spin-us 0)
   port=$((port + 1))
   local cmd
   cmd=$(server_cmd "$proto" "$name" "$port")
   # shellcheck disable=SC2086
-  taskset -c 0 $cmd >"$work/server.log" 2>&1 &
+  taskset -c 0 "${rt[@]}" $cmd >"$work/server.log" 2>&1 &
   local pid=$!
   for _ in $(seq 50); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
@@ -120,8 +128,8 @@ point() {
   t0=$(date +%s.%N)
   case $generator in
   openloop)
-    out=$(taskset -c 1 "$work/openloop" --server "127.0.0.1:$port" --connections "$conns" \
-      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" "${extra[@]}" || echo '{}')
+    out=$(taskset -c 1 "${rt[@]}" "$work/openloop" --server "127.0.0.1:$port" --connections "$conns" \
+      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" "${spin[@]}" "${extra[@]}" || echo '{}')
     ;;
   trace:*)
     local file=${generator#trace:} perf_pid=
@@ -130,14 +138,14 @@ point() {
         -- sleep "$(python3 -c "print($WARMUP + $DURATION + 3)")" >/dev/null 2>&1 &
       perf_pid=$!
     fi
-    out=$(taskset -c 1 "$work/openloop" --server "127.0.0.1:$port" --connections "$conns" \
-      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" --trace "$file" "${extra[@]}" || echo '{}')
+    out=$(taskset -c 1 "${rt[@]}" "$work/openloop" --server "127.0.0.1:$port" --connections "$conns" \
+      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" --trace "$file" "${spin[@]}" "${extra[@]}" || echo '{}')
     [ -n "$perf_pid" ] && wait "$perf_pid"
     ;;
   weft-load)
     # The same figures under openloop's names, so the table reads both.
-    out=$(taskset -c 1 "$WEFT" load memcached --server "127.0.0.1:$port" --connections "$conns" \
-      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" --json |
+    out=$(taskset -c 1 "${rt[@]}" "$WEFT" load memcached --server "127.0.0.1:$port" --connections "$conns" \
+      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" "${spin[@]}" --json |
       python3 -c "import json,sys; d=json.load(sys.stdin); l=d['latency_us']; g=d.get('generator_send_lag_us') or {}; print(json.dumps(dict(proto='mc', connections=$conns, offered_qps=$qps, actual_qps=d['actual_qps'], p50_us=l['p50'], p99_us=l['p99'], p999_us=l['p999'], send_lag_p99_us=g.get('p99'), timeouts=d['timeouts'], errors=d['errors'])))" ||
       echo '{}')
     ;;
@@ -148,7 +156,7 @@ point() {
   wait "$pid" 2>/dev/null || true
   local busy
   busy=$(python3 -c "print(round(($c1-$c0)/100/($t1-$t0),3))")
-  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='${generator%%:*}', server_busy=$busy, stamp='$stamp'); print(json.dumps(d))" "$out")
+  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='${generator%%:*}', server_busy=$busy, stamp='$stamp', isolate='$ISOLATE', duration=$DURATION); print(json.dumps(d))" "$out")
   echo "$out" >>"$record"
   echo "$out"
 }
