@@ -18,7 +18,7 @@
 #               the same server at the last of CONNS and QPS=50000: memcached and weft
 #   episodes    one traced run per server at the last of CONNS (QPS=50000 mc, 38000 http):
 #               benches/episodes.py lists the bursts of slow requests and, with perf, which
-#               tasks held CPU 0 during each (traces in TRACES=/tmp/weft-episodes-DATE)
+#               tasks held CPU 0 and CPU 1 during each (traces in TRACES=/tmp/weft-episodes-DATE)
 # Prints a table per protocol and appends every point to $OUT/scale-DATE.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
