@@ -34,7 +34,7 @@ DURATION=${DURATION:-3}
 LONG_DURATION=${LONG_DURATION:-20}
 # ISOLATE=fifo runs every server and the generator under SCHED_FIFO (chrt -f 10), the generator
 # sleeping between arrivals (--spin-us 0) so the real-time throttle never stops it: the
-# sandbox's control process then only gets the CPUs' idle time. Off by default (the machine
+# sandbox's control process then mostly gets only the CPUs' idle time. Off by default (the machine
 # as users have it); the notes give both.
 ISOLATE=${ISOLATE:-}
 case $ISOLATE in "" | fifo) ;; *) echo "scale.sh: ISOLATE is empty or fifo" >&2; exit 2 ;; esac
