@@ -3,9 +3,9 @@
 
 Input: a trace written by `openloop --trace FILE` (first line: the window's start on
 CLOCK_MONOTONIC; then one line per recorded request: intended time in us after the window
-opened, latency in us, worker, connection). Optionally a `perf record -k CLOCK_MONOTONIC -e
-sched:sched_switch -a` file of the same run, to say which tasks ran on the server's and the load's CPU during
-each episode.
+opened, latency in us, worker, connection, latency to the reply's arrival in this host's
+kernel in us). Optionally a `perf record -k CLOCK_MONOTONIC -e sched:sched_switch -a` file of
+the same run, to say which tasks ran on the server's and the load's CPU during each episode.
 
 An episode is a run of 5 ms bins (by intended time) holding requests at least --slow-us slow,
 bins at most 10 ms apart merged. For each: the slow requests, the worst latency, the longest
@@ -35,7 +35,7 @@ def load(path):
 
 def episodes(rows, slow_us, min_slow):
     bins = collections.defaultdict(lambda: [0, 0.0])
-    for intended, latency, _, _ in rows:
+    for intended, latency, *_ in rows:
         if latency >= slow_us:
             b = bins[int(intended // BIN_US)]
             b[0] += 1
@@ -59,7 +59,7 @@ def episodes(rows, slow_us, min_slow):
 
 def reply_gap_ms(rows, lo_ms, hi_ms):
     """The longest span inside [lo, hi] ms with no reply received."""
-    done = sorted((i + l) / 1000 for i, l, _, _ in rows if lo_ms <= (i + l) / 1000 <= hi_ms)
+    done = sorted((i + l) / 1000 for i, l, *_ in rows if lo_ms <= (i + l) / 1000 <= hi_ms)
     edges = [lo_ms] + done + [hi_ms]
     return max(b - a for a, b in zip(edges, edges[1:]))
 

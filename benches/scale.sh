@@ -191,8 +191,8 @@ for r in rows:
 def spread(vals):
     vals = sorted(vals)
     return f"{vals[0]/1000:.1f}–{statistics.median(vals)/1000:.1f}–{vals[-1]/1000:.1f}"
-print("| protocol | connections | % of peer peak (req/s) | server | p50 ms | p99 ms (min–med–max) | p999 ms (min–med–max) | actual req/s | server busy | generator send lag p99 ms (med) |")
-print("|---|---:|---|---|---:|---|---|---:|---:|---:|")
+print("| protocol | connections | % of peer peak (req/s) | server | p50 ms | p99 ms (min–med–max) | p999 ms (min–med–max) | actual req/s | server busy | generator send lag p99 ms (med) | generator read wait p99 ms (med) |")
+print("|---|---:|---|---|---:|---|---|---:|---:|---:|---:|")
 for p, c, f in keys:
     for s in servers:
         rs = [r for r in rows if (r['proto'], r['connections'], r['fraction'], r['server']) == (p, c, f, s)]
@@ -201,9 +201,11 @@ for p, c, f in keys:
         rate = f"{f} % ({int(rs[0]['offered_qps'])})" if f else f"{int(rs[0]['offered_qps'])}"
         lags = [r['send_lag_p99_us'] for r in rs if r.get('send_lag_p99_us') is not None]
         lag = f"{statistics.median(lags)/1000:.2f}" if lags else "–"
+        waits = [r['read_wait_p99_us'] for r in rs if r.get('read_wait_p99_us') is not None]
+        wait = f"{statistics.median(waits)/1000:.2f}" if waits else "–"
         print(f"| {p} | {c} | {rate} | {s} | {statistics.median(r['p50_us'] for r in rs)/1000:.2f} | "
               f"{spread([r['p99_us'] for r in rs])} | {spread([r['p999_us'] for r in rs])} | "
-              f"{int(statistics.median(r['actual_qps'] for r in rs))} | {statistics.median(r['server_busy'] for r in rs):.2f} | {lag} |")
+              f"{int(statistics.median(r['actual_qps'] for r in rs))} | {statistics.median(r['server_busy'] for r in rs):.2f} | {lag} | {wait} |")
 EOF
 }
 

@@ -17,6 +17,11 @@
  *   (a connection's queue full) as `unsent`.
  * - Per connection, the replies received inside the window: min / median / max and Jain's
  *   fairness index (1 = every connection served equally).
+ * - Where a reply waited: every connection asks the kernel to stamp what it receives
+ *   (SO_TIMESTAMPNS), so besides the latency to when this generator read the reply
+ *   (`p99_us`) it reports the latency to when the reply reached this host's kernel
+ *   (`arrived_p99_us`) and the wait between the two (`read_wait_p99_us`). When the generator
+ *   itself is the bottleneck, the first grows and the second says by how much.
  *
  * Build: cc -O2 -o openloop openloop.c -lpthread -lm
  * Usage: openloop --help
@@ -63,7 +68,7 @@ static struct {
 /* One recorded request of the trace: when it was intended (ns after the window opened), its
  * latency (ns) and its connection. */
 struct trace_row {
-    uint64_t intended_ns, latency_ns;
+    uint64_t intended_ns, latency_ns, arrived_ns;
     int conn;
 };
 
@@ -78,6 +83,7 @@ struct conn {
     char *wbuf;            /* unsent tail of the current request */
     int wlen, woff;
     uint64_t served;       /* replies received inside the window */
+    uint64_t rx_ns;        /* kernel arrival (CLOCK_MONOTONIC) of the last bytes read */
     uint64_t key_seed;
 };
 
@@ -89,6 +95,8 @@ struct worker {
     uint64_t rng;
     uint32_t *fine, *coarse;
     uint32_t *lag_fine, *lag_coarse; /* arrival to send, for arrivals on idle connections */
+    uint32_t *arr_fine, *arr_coarse;   /* intended time to the reply's arrival in the kernel */
+    uint32_t *wait_fine, *wait_coarse; /* the reply's arrival in the kernel to its reading */
     uint64_t lag_recorded;
     uint64_t recorded, late_drops, sent, in_window, timeouts, unsent, errors;
     uint64_t max_ns;
@@ -98,6 +106,8 @@ struct worker {
 };
 
 static uint64_t t_start, t_window, t_end, t_drain_end;
+/* CLOCK_REALTIME minus CLOCK_MONOTONIC, to turn the kernel's receive stamps into monotonic time. */
+static int64_t realtime_offset_ns;
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -224,9 +234,32 @@ static int response_len(const struct conn *c) {
     return line; /* an error line */
 }
 
+/* recv() that also takes the kernel's receive stamp of the data read (SO_TIMESTAMPNS) into
+ * c->rx_ns; without one (none came), c->rx_ns is `now`. */
+static ssize_t recv_stamped(struct conn *c, uint64_t now) {
+    struct iovec iov = {c->rbuf + c->rlen, RBUF_CAP - c->rlen};
+    union {
+        char buf[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    ssize_t r = recvmsg(c->fd, &m, 0);
+    c->rx_ns = now;
+    if (r > 0)
+        for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
+            if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_TIMESTAMPNS) {
+                struct timespec ts;
+                memcpy(&ts, CMSG_DATA(h), sizeof ts);
+                int64_t rx = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec - realtime_offset_ns;
+                /* A stamp from before the run or after now is a clock step: keep `now`. */
+                if (rx > (int64_t)t_start && (uint64_t)rx <= now) c->rx_ns = (uint64_t)rx;
+            }
+    return r;
+}
+
 static void on_readable(struct worker *w, struct conn *c, int epfd, uint64_t now) {
     for (;;) {
-        ssize_t r = recv(c->fd, c->rbuf + c->rlen, RBUF_CAP - c->rlen, 0);
+        ssize_t r = recv_stamped(c, now);
         if (r < 0) {
             if (errno == EAGAIN) break;
             w->errors++;
@@ -252,8 +285,13 @@ static void on_readable(struct worker *w, struct conn *c, int epfd, uint64_t now
         c->outstanding = 0;
         if (intended >= t_window && intended < t_end) {
             record(w, now - intended);
+            /* A reply completed by bytes that arrived before it was sent cannot be: clamp. */
+            uint64_t arrived = c->rx_ns > intended ? c->rx_ns - intended : 0;
+            hist_add(w->arr_fine, w->arr_coarse, arrived);
+            hist_add(w->wait_fine, w->wait_coarse, now - c->rx_ns);
             if (w->trace_len < w->trace_cap)
-                w->trace[w->trace_len++] = (struct trace_row){intended - t_window, now - intended, (int)(c - w->conns)};
+                w->trace[w->trace_len++] =
+                    (struct trace_row){intended - t_window, now - intended, arrived, (int)(c - w->conns)};
         }
         if (now >= t_window && now < t_end) {
             w->in_window++;
@@ -352,6 +390,7 @@ static int connect_one(void) {
     if (connect(fd, (struct sockaddr *)&cfg.addr, sizeof cfg.addr) < 0) die("connect");
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) < 0) die("SO_TIMESTAMPNS");
     return fd;
 }
 
@@ -414,10 +453,13 @@ static void usage(void) {
          "  --path P               http: the path every request asks for [/]\n"
          "  --spin-us U            poll instead of sleeping when the next arrival is this close [100]\n"
          "  --trace FILE           write every recorded request to FILE: intended time (us after the\n"
-         "                         window opened), latency (us), worker and connection index; the\n"
-         "                         first line gives the window's start on CLOCK_MONOTONIC\n"
+         "                         window opened), latency (us), worker and connection index, and\n"
+         "                         latency to the reply's arrival in the kernel (us); the first\n"
+         "                         line gives the window's start on CLOCK_MONOTONIC\n"
          "Prints one JSON object: offered and actual rates, latency percentiles from the\n"
-         "intended send time (us), timeouts, unsent, per-connection served min/median/max, Jain.");
+         "intended send time (us) to the reading of the reply (p*_us) and to its arrival in this\n"
+         "host's kernel (arrived_p*_us), the generator's wait between the two (read_wait_p*_us),\n"
+         "timeouts, unsent, per-connection served min/median/max, Jain.");
 }
 
 int main(int argc, char **argv) {
@@ -491,6 +533,10 @@ int main(int argc, char **argv) {
         w->coarse = calloc(HIST_COARSE, sizeof(uint32_t));
         w->lag_fine = calloc(HIST_FINE, sizeof(uint32_t));
         w->lag_coarse = calloc(HIST_COARSE, sizeof(uint32_t));
+        w->arr_fine = calloc(HIST_FINE, sizeof(uint32_t));
+        w->arr_coarse = calloc(HIST_COARSE, sizeof(uint32_t));
+        w->wait_fine = calloc(HIST_FINE, sizeof(uint32_t));
+        w->wait_coarse = calloc(HIST_COARSE, sizeof(uint32_t));
         w->setbuf = value;
         w->conns = calloc(w->nconns, sizeof(struct conn));
         if (cfg.trace) {
@@ -509,7 +555,10 @@ int main(int argc, char **argv) {
     }
     struct rusage ru0, ru1;
     getrusage(RUSAGE_SELF, &ru0);
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
     t_start = now_ns();
+    realtime_offset_ns = (int64_t)rt.tv_sec * 1000000000ll + rt.tv_nsec - (int64_t)t_start;
     t_window = t_start + (uint64_t)(cfg.warmup_s * 1e9);
     t_end = t_window + (uint64_t)(cfg.duration_s * 1e9);
     t_drain_end = t_end + (uint64_t)(cfg.drain_s * 1e9);
@@ -523,7 +572,8 @@ int main(int argc, char **argv) {
         for (int t = 0; t < cfg.threads; t++)
             for (uint64_t i = 0; i < ws[t].trace_len; i++) {
                 struct trace_row *r = &ws[t].trace[i];
-                fprintf(f, "%.1f %.1f %d %d\n", r->intended_ns / 1e3, r->latency_ns / 1e3, t, r->conn);
+                fprintf(f, "%.1f %.1f %d %d %.1f\n", r->intended_ns / 1e3, r->latency_ns / 1e3, t, r->conn,
+                        r->arrived_ns / 1e3);
             }
         if (fclose(f) != 0) die(cfg.trace);
     }
@@ -534,6 +584,8 @@ int main(int argc, char **argv) {
     uint64_t *fine = calloc(HIST_FINE, sizeof(uint64_t)), *coarse = calloc(HIST_COARSE, sizeof(uint64_t));
     uint64_t *lag_fine = calloc(HIST_FINE, sizeof(uint64_t)), *lag_coarse = calloc(HIST_COARSE, sizeof(uint64_t));
     uint64_t lag_recorded = 0;
+    uint64_t *arr_fine = calloc(HIST_FINE, sizeof(uint64_t)), *arr_coarse = calloc(HIST_COARSE, sizeof(uint64_t));
+    uint64_t *wait_fine = calloc(HIST_FINE, sizeof(uint64_t)), *wait_coarse = calloc(HIST_COARSE, sizeof(uint64_t));
     uint64_t recorded = 0, in_window = 0, timeouts = 0, unsent = 0, errors = 0, sent = 0, max_ns = 0;
     uint64_t *served = malloc(sizeof(uint64_t) * cfg.connections);
     int si = 0;
@@ -546,6 +598,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < HIST_FINE; i++) lag_fine[i] += w->lag_fine[i];
         for (int i = 0; i < HIST_COARSE; i++) lag_coarse[i] += w->lag_coarse[i];
         lag_recorded += w->lag_recorded;
+        for (int i = 0; i < HIST_FINE; i++) arr_fine[i] += w->arr_fine[i], wait_fine[i] += w->wait_fine[i];
+        for (int i = 0; i < HIST_COARSE; i++) arr_coarse[i] += w->arr_coarse[i], wait_coarse[i] += w->wait_coarse[i];
         in_window += w->in_window;
         timeouts += w->timeouts;
         unsent += w->unsent;
@@ -566,7 +620,9 @@ int main(int argc, char **argv) {
            "\"p50_us\":%.0f,\"p90_us\":%.0f,\"p99_us\":%.0f,\"p999_us\":%.0f,\"max_us\":%.0f,"
            "\"conn_served_min\":%llu,\"conn_served_median\":%llu,\"conn_served_max\":%llu,"
            "\"jain\":%.4f,\"generator_cpu_s\":%.2f,\"generator_busy\":%.2f,"
-           "\"send_lag_p99_us\":%.0f,\"send_lag_p999_us\":%.0f}\n",
+           "\"send_lag_p99_us\":%.0f,\"send_lag_p999_us\":%.0f,"
+           "\"arrived_p50_us\":%.0f,\"arrived_p99_us\":%.0f,\"arrived_p999_us\":%.0f,"
+           "\"read_wait_p50_us\":%.0f,\"read_wait_p99_us\":%.0f,\"read_wait_p999_us\":%.0f}\n",
            cfg.proto == MC ? "mc" : "http", cfg.connections, cfg.threads, cfg.qps,
            in_window / cfg.duration_s, (unsigned long long)recorded, (unsigned long long)timeouts,
            (unsigned long long)unsent, (unsigned long long)errors,
@@ -574,7 +630,10 @@ int main(int argc, char **argv) {
            pct(fine, coarse, recorded, 0.99), pct(fine, coarse, recorded, 0.999), max_ns / 1000.0,
            (unsigned long long)served[0], (unsigned long long)served[cfg.connections / 2],
            (unsigned long long)served[cfg.connections - 1], jain, cpu, cpu / wall / cfg.threads,
-           pct(lag_fine, lag_coarse, lag_recorded, 0.99), pct(lag_fine, lag_coarse, lag_recorded, 0.999));
+           pct(lag_fine, lag_coarse, lag_recorded, 0.99), pct(lag_fine, lag_coarse, lag_recorded, 0.999),
+           pct(arr_fine, arr_coarse, recorded, 0.50), pct(arr_fine, arr_coarse, recorded, 0.99),
+           pct(arr_fine, arr_coarse, recorded, 0.999), pct(wait_fine, wait_coarse, recorded, 0.50),
+           pct(wait_fine, wait_coarse, recorded, 0.99), pct(wait_fine, wait_coarse, recorded, 0.999));
     (void)sent;
     return 0;
 }
