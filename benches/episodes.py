@@ -1,23 +1,22 @@
 #!/usr/bin/env python3
-"""Where the slow requests of one open-loop run were, and what held the CPUs then.
+"""Where the slow requests of one open-loop run were, and what ran meanwhile.
 
 Input: a trace written by `openloop --trace FILE` (first line: the window's start on
 CLOCK_MONOTONIC; then one line per recorded request: intended time in us after the window
 opened, latency in us, worker, connection, latency to the reply's arrival in this host's
-kernel in us). Optionally a `perf record -k CLOCK_MONOTONIC -e sched:sched_switch -a` file of
-the same run, to say which tasks ran on the server's and the load's CPU during each episode.
+kernel in us). Optionally the `benches/thread_times.py` samples of the same run (the server,
+the generator and PID 1, every thread's run time every 10 ms), to say which threads ran
+during each episode and on which CPU.
 
 An episode is a run of 5 ms bins (by intended time) holding requests at least --slow-us slow,
 bins at most 10 ms apart merged. For each: the slow requests, the worst latency, the longest
-span with no reply at all (the server, or its path, stopped), and the CPU time per task on
-each of --cpus inside the episode.
+span with no reply at all (the server, or its path, stopped), and the run time per thread
+inside the episode.
 
-Usage: benches/episodes.py TRACE [--perf FILE] [--cpus 0,1] [--slow-us 4000] [--min-slow 50]
+Usage: benches/episodes.py TRACE [--threads FILE] [--slow-us 4000] [--min-slow 50]
 """
 import argparse
 import collections
-import re
-import subprocess
 import sys
 
 BIN_US = 5000
@@ -64,41 +63,40 @@ def reply_gap_ms(rows, lo_ms, hi_ms):
     return max(b - a for a, b in zip(edges, edges[1:]))
 
 
-SWITCH = re.compile(
-    r"\s*\[(\d+)\]\s+([\d.]+):\s+prev_comm=(.*?) prev_pid=\d+.*prev_state=\S+ ==> next_comm=(.*?) next_pid="
-)
-
-
-def cpu_time(perf, cpus, start_s, spans):
-    """Per CPU in `cpus`: per span {task: ms}, and {task: ms} over the whole recording."""
-    text = subprocess.run(
-        ["perf", "script", "-i", perf, "-F", "cpu,time,trace"], capture_output=True, text=True
-    ).stdout
-    per = {c: [collections.Counter() for _ in spans] for c in cpus}
-    whole = {c: collections.Counter() for c in cpus}
-    running = {}
-    for line in text.splitlines():
-        m = SWITCH.match(line)
-        if not m or int(m.group(1)) not in per:
-            continue
-        cpu = int(m.group(1))
-        t = (float(m.group(2)) - start_s) * 1000
-        if cpu in running:
-            since, task = running[cpu]
-            whole[cpu][task] += t - since
+def thread_time(path, start_s, spans):
+    """From a benches/thread_times.py file of the same run: per span {thread: (ms, cpus)}, and
+    {thread: ms} over the window; a thread is `COMM (PID)` for PID 1, else `COMM`."""
+    names, samples = [], []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#"):
+                _, tid, pid, name = line.split(maxsplit=3)
+                names.append(f"{name.strip()} (PID 1)" if pid == "1" else name.strip())
+            elif line.strip():
+                v = line.split()
+                samples.append((int(v[0]) / 1e6 - start_s * 1000, [(int(v[1 + 2 * i]), v[2 + 2 * i]) for i in range(len(names))]))
+    per = [collections.defaultdict(lambda: [0.0, set()]) for _ in spans]
+    whole = collections.Counter()
+    for (t0, a), (t1, b) in zip(samples, samples[1:]):
+        for name, (r0, _), (r1, cpu) in zip(names, a, b):
+            if r0 < 0 or r1 < 0 or r1 == r0:
+                continue
+            ms = (r1 - r0) / 1e6
+            if t1 > 0:
+                whole[name] += ms
             for i, (lo, hi, _, _) in enumerate(spans):
-                overlap = min(t, hi) - max(since, lo)
+                # Run time inside the sample interval, spread evenly over it.
+                overlap = min(t1, hi) - max(t0, lo)
                 if overlap > 0:
-                    per[cpu][i][task] += overlap
-        running[cpu] = (t, m.group(4))
+                    per[i][name][0] += ms * overlap / (t1 - t0)
+                    per[i][name][1].add(cpu)
     return per, whole
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
-    ap.add_argument("--perf", help="perf sched_switch record of the same run (CLOCK_MONOTONIC)")
-    ap.add_argument("--cpus", default="0,1", help="CPUs to report: the server's, the load's [0,1]")
+    ap.add_argument("--threads", help="benches/thread_times.py samples of the same run")
     ap.add_argument("--slow-us", type=float, default=4000, help="what counts as slow [4000]")
     ap.add_argument("--min-slow", type=int, default=50, help="smallest episode shown [50]")
     args = ap.parse_args()
@@ -115,21 +113,21 @@ def main():
     spans = episodes(rows, args.slow_us, args.min_slow)
     in_spans = sum(s for _, _, s, _ in spans)
     print(f"{len(spans)} episodes hold {in_spans} of the slow requests")
-    cpus = [int(c) for c in args.cpus.split(",")]
-    per = whole = None
-    if args.perf:
-        per, whole = cpu_time(args.perf, cpus, start_s, spans)
-        for c in cpus:
-            top = ", ".join(f"{k} {v:.0f}" for k, v in whole[c].most_common(5))
-            print(f"CPU {c} over the whole recording (ms): {top}")
+    per = None
+    if args.threads:
+        per, whole = thread_time(args.threads, start_s, spans)
+        top = ", ".join(f"{k} {v:.0f}" for k, v in whole.most_common(6))
+        print(f"run time from the window's start (ms): {top}")
     for i, (lo, hi, s, worst) in enumerate(spans):
         line = (
             f"  {lo:7.0f}–{hi:7.0f} ms: {s:5d} slow, worst {worst / 1000:5.1f} ms, "
             f"longest span without a reply {reply_gap_ms(rows, lo, hi):5.1f} ms"
         )
         if per:
-            for c in cpus:
-                line += f"\n      CPU {c}: " + ", ".join(f"{k} {v:.1f}" for k, v in per[c][i].most_common(3))
+            top = sorted(per[i].items(), key=lambda kv: -kv[1][0])[:4]
+            line += "\n      ran: " + ", ".join(
+                f"{k} {ms:.1f} ms (CPU {','.join(sorted(cpus))})" for k, (ms, cpus) in top if ms >= 0.05
+            )
         print(line)
 
 

@@ -17,8 +17,9 @@
 #   generators  weft's own generator (`weft load memcached`) against openloop, alternating, on
 #               the same server at the last of CONNS and QPS=50000: memcached and weft
 #   episodes    one traced run per server at the last of CONNS (QPS=50000 mc, 38000 http):
-#               benches/episodes.py lists the bursts of slow requests and, with perf, which
-#               tasks held CPU 0 and CPU 1 during each (traces in TRACES=/tmp/weft-episodes-DATE)
+#               benches/episodes.py lists the bursts of slow requests and which threads (server,
+#               generator, PID 1) ran during each, from benches/thread_times.py samples
+#               (traces in TRACES=/tmp/weft-episodes-DATE)
 # Prints a table per protocol and appends every point to $OUT/scale-DATE.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,10 +102,28 @@ cpu_ticks() {
   echo "$sum"
 }
 
+# window_busy PID PORT CONNS FILE: once CONNS connections to PORT are established, waits out the
+# warm-up and writes the server's busy fraction over the measured window to FILE (set-up and
+# drain left out, so it reads as CPU per request).
+window_busy() {
+  local pid=$1 port=$2 conns=$3 file=$4 c0 c1 t0 t1
+  for _ in $(seq 1200); do
+    [ "$(ss -tnH state established "( sport = :$port )" 2>/dev/null | wc -l)" -ge "$conns" ] && break
+    sleep 0.05
+  done
+  sleep "$WARMUP"
+  c0=$(cpu_ticks "$pid")
+  t0=$(date +%s.%N)
+  sleep "$DURATION"
+  c1=$(cpu_ticks "$pid")
+  t1=$(date +%s.%N)
+  python3 -c "print(round(($c1-$c0)/100/($t1-$t0),3))" >"$file"
+}
+
 port=30000
 # point PROTO NAME CONNS QPS [GENERATOR] -> one JSON object on stdout (and in the record).
 # GENERATOR: openloop (default), weft-load (weft's own, memcached protocol only) or
-# trace:FILE (openloop writing every request to FILE, with sched_switch in FILE.perf).
+# trace:FILE (openloop writing every request to FILE, thread run times in FILE.threads).
 point() {
   local proto=$1 name=$2 conns=$3 qps=$4 generator=${5:-openloop}
   local DURATION=$DURATION
@@ -123,24 +142,32 @@ point() {
   done
   local extra=()
   [ "$proto" = http ] && extra=(--proto http --path /4k.bin)
-  local t0 t1 c0 c1 out
-  c0=$(cpu_ticks "$pid")
-  t0=$(date +%s.%N)
+  local out busy_pid
+  rm -f "$work/busy"
+  window_busy "$pid" "$port" "$conns" "$work/busy" &
+  busy_pid=$!
   case $generator in
   openloop)
     out=$(taskset -c 1 "${rt[@]}" "$work/openloop" --server "127.0.0.1:$port" --connections "$conns" \
       --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" "${spin[@]}" "${extra[@]}" || echo '{}')
     ;;
   trace:*)
-    local file=${generator#trace:} perf_pid=
-    if command -v perf >/dev/null; then
-      perf record -q -k CLOCK_MONOTONIC -e sched:sched_switch -a -o "$file.perf" \
-        -- sleep "$(python3 -c "print($WARMUP + $DURATION + 3)")" >/dev/null 2>&1 &
-      perf_pid=$!
-    fi
-    out=$(taskset -c 1 "${rt[@]}" "$work/openloop" --server "127.0.0.1:$port" --connections "$conns" \
-      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" --trace "$file" "${spin[@]}" "${extra[@]}" || echo '{}')
-    [ -n "$perf_pid" ] && wait "$perf_pid"
+    # Every thread's run time (server, generator, PID 1) sampled beside the trace, from when
+    # the generator's worker thread exists (its connections are open) to past the window.
+    local file=${generator#trace:} gen_pid
+    taskset -c 1 "${rt[@]}" "$work/openloop" --server "127.0.0.1:$port" --connections "$conns" \
+      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" --trace "$file" "${spin[@]}" "${extra[@]}" \
+      >"$work/trace.json" &
+    gen_pid=$!
+    for _ in $(seq 1200); do
+      [ "$(ls "/proc/$gen_pid/task" 2>/dev/null | wc -l)" -ge 2 ] && break
+      sleep 0.05
+    done
+    chrt -f 20 python3 benches/thread_times.py "$file.threads" "$(python3 -c "print($WARMUP + $DURATION + 2)")" \
+      "$pid" "$gen_pid" || true
+    wait "$gen_pid" || true
+    out=$(cat "$work/trace.json")
+    [ -n "$out" ] || out='{}'
     ;;
   weft-load)
     # The same figures under openloop's names, so the table reads both.
@@ -150,12 +177,13 @@ point() {
       echo '{}')
     ;;
   esac
-  t1=$(date +%s.%N)
-  c1=$(cpu_ticks "$pid")
+  # A generator that failed leaves no window to measure.
+  [ "$out" = '{}' ] && kill "$busy_pid" 2>/dev/null
+  wait "$busy_pid" 2>/dev/null || true
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
-  local busy
-  busy=$(python3 -c "print(round(($c1-$c0)/100/($t1-$t0),3))")
+  local busy=None
+  [ -s "$work/busy" ] && busy=$(cat "$work/busy")
   out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='${generator%%:*}', server_busy=$busy, stamp='$stamp', isolate='$ISOLATE', duration=$DURATION); print(json.dumps(d))" "$out")
   echo "$out" >>"$record"
   echo "$out"
@@ -191,7 +219,7 @@ for r in rows:
 def spread(vals):
     vals = sorted(vals)
     return f"{vals[0]/1000:.1f}–{statistics.median(vals)/1000:.1f}–{vals[-1]/1000:.1f}"
-print("| protocol | connections | % of peer peak (req/s) | server | p50 ms | p99 ms (min–med–max) | p999 ms (min–med–max) | actual req/s | server busy | generator send lag p99 ms (med) | generator read wait p99 ms (med) |")
+print("| protocol | connections | % of peer peak (req/s) | server | p50 ms | p99 ms (min–med–max) | p999 ms (min–med–max) | actual req/s | server busy in the window | generator send lag p99 ms (med) | generator read wait p99 ms (med) |")
 print("|---|---:|---|---|---:|---|---|---:|---:|---:|---:|")
 for p, c, f in keys:
     for s in servers:
@@ -201,11 +229,13 @@ for p, c, f in keys:
         rate = f"{f} % ({int(rs[0]['offered_qps'])})" if f else f"{int(rs[0]['offered_qps'])}"
         lags = [r['send_lag_p99_us'] for r in rs if r.get('send_lag_p99_us') is not None]
         lag = f"{statistics.median(lags)/1000:.2f}" if lags else "–"
+        busies = [r['server_busy'] for r in rs if r.get('server_busy') is not None]
+        busy = f"{statistics.median(busies):.2f}" if busies else "–"
         waits = [r['read_wait_p99_us'] for r in rs if r.get('read_wait_p99_us') is not None]
         wait = f"{statistics.median(waits)/1000:.2f}" if waits else "–"
         print(f"| {p} | {c} | {rate} | {s} | {statistics.median(r['p50_us'] for r in rs)/1000:.2f} | "
               f"{spread([r['p99_us'] for r in rs])} | {spread([r['p999_us'] for r in rs])} | "
-              f"{int(statistics.median(r['actual_qps'] for r in rs))} | {statistics.median(r['server_busy'] for r in rs):.2f} | {lag} | {wait} |")
+              f"{int(statistics.median(r['actual_qps'] for r in rs))} | {busy} | {lag} | {wait} |")
 EOF
 }
 
@@ -250,9 +280,9 @@ episodes)
     file="$traces/$1-$2.trace"
     point "$1" "$2" "$conns" "$3" "trace:$file" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=0, peer_peak=0); print(json.dumps(d))" >>"$work/table.jsonl"
     echo "== $1 / $2 at $3 req/s" >&2
-    perf_arg=()
-    [ -f "$file.perf" ] && perf_arg=(--perf "$file.perf")
-    python3 benches/episodes.py "$file" "${perf_arg[@]}" >&2
+    threads_arg=()
+    [ -f "$file.threads" ] && threads_arg=(--threads "$file.threads")
+    python3 benches/episodes.py "$file" "${threads_arg[@]}" >&2
   done
   ;;
 *)
