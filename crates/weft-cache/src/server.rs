@@ -55,27 +55,18 @@ impl std::fmt::Debug for Server {
     }
 }
 
-/// Raises the soft descriptor limit to the hard limit (many connections).
-pub fn raise_nofile_limit() -> u64 {
-    // SAFETY: getrlimit/setrlimit on a local struct.
-    unsafe {
-        let mut r: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
-            return 0;
-        }
-        if r.rlim_cur < r.rlim_max {
-            r.rlim_cur = r.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-        }
-        r.rlim_cur
-    }
-}
+/// Descriptors the server holds besides its connections: listeners, each processor's ring and
+/// eventfds, the log, a margin.
+const OWN_DESCRIPTORS: usize = 64;
 
 impl Server {
     /// Builds the cluster, binds every listener (so clients can connect when this returns),
     /// and starts accepting.
     pub fn start(settings: Settings) -> io::Result<Server> {
-        raise_nofile_limit();
+        // The limit raised, and the descriptor table grown for `-c` now: growing it while
+        // connections arrive would stall the processor (`weft::net::reserve_descriptors`).
+        // A failure only means the table grows later, as it would have.
+        let _ = weft::net::reserve_descriptors(settings.max_connections + OWN_DESCRIPTORS);
         let mut builder = Cluster::builder()
             .name("memcached")
             .processors(settings.processors)

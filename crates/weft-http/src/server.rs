@@ -161,7 +161,12 @@ impl Server {
             .as_deref()
             .map(AccessLog::open)
             .transpose()?;
-        raise_nofile_limit();
+        // The limit raised, and the descriptor table grown for every connection and cached
+        // file now: growing it while connections arrive would stall the processor
+        // (`weft::net::reserve_descriptors`). A failure only means it grows later.
+        let _ = weft::net::reserve_descriptors(
+            config.max_connections + config.open_file_cache_entries + OWN_DESCRIPTORS,
+        );
         let listener = TcpListener::builder()
             .backlog(4096)
             .bind(config.listen)
@@ -412,18 +417,9 @@ fn set_defer_accept(listener: &TcpListener, secs: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// Lifts the soft descriptor limit to the hard one: every connection and cached file holds a
-/// descriptor.
-fn raise_nofile_limit() {
-    // SAFETY: getrlimit/setrlimit on a local struct.
-    unsafe {
-        let mut r: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
-            r.rlim_cur = r.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-        }
-    }
-}
+/// Descriptors the server holds besides connections and cached files: the listener, each
+/// processor's ring and eventfds, the access log, a margin.
+const OWN_DESCRIPTORS: usize = 64;
 
 #[cfg(test)]
 mod tests {

@@ -15,11 +15,13 @@
 //! the connection (`write`, `flush`, `shutdown`, `send_file`, dropping the stream) first makes
 //! sure they went, reporting their error if they could not. `flush` waits for them explicitly.
 
+mod descriptors;
 mod send_side;
 pub(crate) mod sockio;
 mod tcp;
 mod unix;
 
+pub use descriptors::{raise_descriptor_limit, reserve_descriptors};
 pub use sockio::StreamSocket;
 pub use tcp::{TcpListener, TcpListenerBuilder, TcpStream};
 pub use unix::{UnixListener, UnixStream};
