@@ -7,21 +7,13 @@ mod common;
 
 use common::{test_settings, WeftServer};
 use weft_cache::Settings;
-
-fn table_size() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status
-        .lines()
-        .find_map(|l| l.strip_prefix("FDSize:"))
-        .unwrap();
-    line.trim().parse().unwrap()
-}
+use weft_testkit::descriptor_table_size;
 
 #[test]
 fn starting_the_server_sizes_the_descriptor_table_for_its_connection_limit() {
     let limit = weft::net::raise_descriptor_limit().unwrap() as usize;
     let max_connections = 5000.min(limit - 100);
-    let before = table_size();
+    let before = descriptor_table_size();
     assert!(
         before < max_connections,
         "table already {before}: nothing to check"
@@ -30,7 +22,7 @@ fn starting_the_server_sizes_the_descriptor_table_for_its_connection_limit() {
         max_connections,
         ..test_settings()
     });
-    let after = table_size();
+    let after = descriptor_table_size();
     assert!(
         after >= max_connections,
         "descriptor table {after} (was {before}) for -c {max_connections}"

@@ -5,16 +5,9 @@
 
 mod common;
 
-use common::{config, tree};
+use weft_testkit::descriptor_table_size;
 
-fn table_size() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status
-        .lines()
-        .find_map(|l| l.strip_prefix("FDSize:"))
-        .unwrap();
-    line.trim().parse().unwrap()
-}
+use common::{config, tree};
 
 #[test]
 fn binding_the_server_sizes_the_descriptor_table_for_its_connection_limit() {
@@ -24,10 +17,10 @@ fn binding_the_server_sizes_the_descriptor_table_for_its_connection_limit() {
     c.max_connections = 3000.min(limit / 4);
     c.open_file_cache_entries = 1000.min(limit / 4);
     let want = c.max_connections + c.open_file_cache_entries;
-    let before = table_size();
+    let before = descriptor_table_size();
     assert!(before < want, "table already {before}: nothing to check");
     let server = common::TestServer::start(c);
-    let after = table_size();
+    let after = descriptor_table_size();
     assert!(
         after >= want,
         "descriptor table {after} (was {before}) for {want} descriptors"

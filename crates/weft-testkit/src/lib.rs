@@ -19,4 +19,6 @@ pub use net::{free_port, listening_within, server_from_env, wait_listening, SERV
 pub use peers::{
     find_program, install_hint, missing, require, start_memcached, start_nginx, MEMCACHED,
 };
-pub use process::{is_root, settle_count, status_kib, threads_named, wait_exit, ChildGuard};
+pub use process::{
+    descriptor_table_size, is_root, settle_count, status_kib, threads_named, wait_exit, ChildGuard,
+};

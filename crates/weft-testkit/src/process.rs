@@ -42,6 +42,15 @@ pub fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
+/// This process's descriptor table capacity (`FDSize` in `/proc/self/status`).
+pub fn descriptor_table_size() -> usize {
+    let text = std::fs::read_to_string("/proc/self/status").unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("FDSize:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("no FDSize in /proc/self/status")
+}
+
 /// The OS threads of this process named `name` (their `comm`), as the kernel lists them.
 pub fn threads_named(name: &str) -> Vec<u32> {
     let mut tids = Vec::new();

@@ -96,11 +96,8 @@ mod tests {
         // closed again.
         let top = i32::try_from(want - 1).unwrap();
         // SAFETY: F_GETFD only reads the descriptor's flags, or fails with EBADF.
-        assert_eq!(
-            unsafe { libc::fcntl(top, libc::F_GETFD) },
-            -1,
-            "fd {top} left open"
-        );
+        let flags = unsafe { libc::fcntl(top, libc::F_GETFD) };
+        assert_eq!(flags, -1, "fd {top} left open");
     }
 
     #[test]
