@@ -66,7 +66,9 @@ impl Server {
         // The limit raised, and the descriptor table grown for `-c` now: growing it while
         // connections arrive would stall the processor (`weft::net::reserve_descriptors`).
         // A failure only means the table grows later, as it would have.
-        let _ = weft::net::reserve_descriptors(settings.max_connections + OWN_DESCRIPTORS);
+        let _ = weft::net::reserve_descriptors(
+            settings.max_connections.saturating_add(OWN_DESCRIPTORS),
+        );
         let mut builder = Cluster::builder()
             .name("memcached")
             .processors(settings.processors)

@@ -165,7 +165,10 @@ impl Server {
         // file now: growing it while connections arrive would stall the processor
         // (`weft::net::reserve_descriptors`). A failure only means it grows later.
         let _ = weft::net::reserve_descriptors(
-            config.max_connections + config.open_file_cache_entries + OWN_DESCRIPTORS,
+            config
+                .max_connections
+                .saturating_add(config.open_file_cache_entries)
+                .saturating_add(OWN_DESCRIPTORS),
         );
         let listener = TcpListener::builder()
             .backlog(4096)
