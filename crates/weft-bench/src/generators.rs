@@ -210,26 +210,7 @@ fn start_memcached(mc: &Path, work: &Path) -> anyhow::Result<(Running, u16)> {
 /// Raises this process's soft `RLIMIT_NOFILE` to its hard limit (the servers and generators
 /// it starts inherit it) and returns the soft limit now in force.
 pub fn raise_nofile_limit() -> u64 {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to a local rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
-            return 0;
-        }
-        if r.rlim_cur < r.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: r.rlim_max,
-                rlim_max: r.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                r = raised;
-            }
-        }
-    }
-    r.rlim_cur
+    weft::net::raise_descriptor_limit().unwrap_or(0)
 }
 
 fn memcached_vs_memcaslap(

@@ -33,14 +33,7 @@ fn announce(port: u16) -> io::Result<()> {
 
 /// Lifts the soft descriptor limit to the hard one (many connections).
 pub fn raise_nofile() {
-    // SAFETY: plain getrlimit/setrlimit on a local struct.
-    unsafe {
-        let mut r: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
-            r.rlim_cur = r.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-        }
-    }
+    let _ = weft::net::raise_descriptor_limit();
 }
 
 fn serve_weft(io_backend: weft::IoBackend) -> io::Result<()> {
