@@ -140,6 +140,35 @@ fn filling_beyond_the_limit_evicts_the_oldest() {
 }
 
 #[test]
+fn keys_read_while_the_cache_fills_are_kept() {
+    let server = small_server(true);
+    let mut c = Client::connect(server.addr);
+    // 20 keys stored first and read after every 100 of 5,000 more sets (1 KB into 2 MB,
+    // ~25 items per shard): a read does not move a key, it marks it, and an eviction that
+    // meets a marked key at its list's tail sends it back to the head instead. So the keys
+    // in use stay while the others stored with them go, as in memcached.
+    fill(&mut c, 0..20, 1000);
+    for start in (20..5020).step_by(100) {
+        fill(&mut c, start..start + 100, 1000);
+        let lost: Vec<u32> = (0..20)
+            .filter(|i| !present(&mut c, &format!("f{i}")))
+            .collect();
+        assert!(
+            lost.is_empty(),
+            "read keys evicted after f{start}: {lost:?}"
+        );
+    }
+    let early_kept: Vec<u32> = (20..1000)
+        .filter(|i| present(&mut c, &format!("f{i}")))
+        .collect();
+    assert!(
+        early_kept.is_empty(),
+        "unread early keys kept: {early_kept:?}"
+    );
+    assert!(c.stat("evictions") >= 3000);
+}
+
+#[test]
 fn a_just_stored_value_is_never_the_one_evicted() {
     let server = small_server(true);
     let mut c = Client::connect(server.addr);

@@ -10,6 +10,11 @@ pub const STALE: u8 = 2;
 pub const TOKEN_SENT: u8 = 4;
 /// The key was given base64-encoded and is binary (memcached `ITEM_KEY_BINARY`).
 pub const KEY_BINARY: u8 = 8;
+/// Read since it was linked or last moved in its LRU list (memcached `ITEM_ACTIVE`): an
+/// eviction that finds it at the tail moves it to the head and clears this bit instead of
+/// evicting it (`Shard::victim`). A fetch only sets a bit in the item's own
+/// slot; relinking on every fetch wrote three other slots' links too.
+pub const ACTIVE: u8 = 16;
 
 /// Slot index that means "none" in the LRU links and the free list.
 pub const NIL: u32 = u32::MAX;
@@ -36,7 +41,7 @@ pub struct Entry {
     pub exptime: u32,
     /// Last access (or store) time on the clock's scale.
     pub time: u32,
-    /// Bits: [`FETCHED`], [`STALE`], [`TOKEN_SENT`], [`KEY_BINARY`].
+    /// Bits: [`FETCHED`], [`STALE`], [`TOKEN_SENT`], [`KEY_BINARY`], [`ACTIVE`].
     pub bits: u8,
     /// memcached's slab class for its size ([`super::classes`]): its first chunk's class and
     /// its LRU list.

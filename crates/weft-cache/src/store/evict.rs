@@ -110,7 +110,7 @@ impl Store {
             let Some(mut shard) = self.try_lock_shard(i) else {
                 continue;
             };
-            if let Some(tail) = shard.tail(class) {
+            if let Some(tail) = shard.victim(class) {
                 self.evict(&mut shard, tail, self.clock.now());
                 return true;
             }
@@ -142,7 +142,7 @@ impl Store {
             }
             let mut shard = self.lock_shard(i);
             while self.used_bytes() > self.limit_bytes() {
-                let Some(tail) = shard.oldest_tail() else {
+                let Some(tail) = shard.oldest_victim() else {
                     break;
                 };
                 self.evict(&mut shard, tail, self.clock.now());
@@ -303,7 +303,7 @@ impl Locked<'_> {
                 store.note_starved(class);
                 return Err(OutOfMemory);
             }
-            match self.sh().tail(class) {
+            match self.sh_mut().victim(class) {
                 Some(t) if Some(t) != keep => {
                     let now = self.now;
                     store.evict(self.sh_mut(), t, now);
@@ -330,7 +330,7 @@ impl Locked<'_> {
             return;
         }
         while store.used_bytes() > store.limit_bytes() {
-            match self.sh().oldest_tail() {
+            match self.sh_mut().oldest_victim() {
                 Some(t) if t != new => {
                     let now = self.now;
                     store.evict(self.sh_mut(), t, now);
@@ -347,6 +347,8 @@ impl Locked<'_> {
 #[cfg(test)]
 mod tests {
     use super::super::classes::SizeClasses;
+    use super::super::entry::ACTIVE;
+    use super::super::shard::SECOND_CHANCES;
     use super::super::StoreConfig;
     use super::*;
 
@@ -374,6 +376,59 @@ mod tests {
         let idx = lk.get(hash, key)?;
         let v = lk.entry(idx).data_vec();
         Some(v[..v.len() - 2].to_vec())
+    }
+
+    /// `n` keys that fall into one shard.
+    fn keys_of_one_shard(s: &Store, n: usize) -> Vec<String> {
+        let shard = Store::shard_of(s.hash(b"k0"));
+        (0..)
+            .map(|i| format!("k{i}"))
+            .filter(|k| Store::shard_of(s.hash(k.as_bytes())) == shard)
+            .take(n)
+            .collect()
+    }
+
+    /// What a `get` does to the item: [`Locked::bump`].
+    fn fetch(s: &Store, key: &str) -> u32 {
+        let hash = s.hash(key.as_bytes());
+        let mut lk = s.lock(hash, 0);
+        let idx = lk.get(hash, key.as_bytes()).expect("stored");
+        lk.bump(idx);
+        idx
+    }
+
+    #[test]
+    fn a_fetch_marks_the_item_and_leaves_it_in_place() {
+        let s = store(64, true);
+        let keys = keys_of_one_shard(&s, 3);
+        for k in &keys {
+            set(&s, k.as_bytes(), b"v").unwrap();
+        }
+        let oldest = fetch(&s, &keys[0]);
+        let mut lk = s.lock(s.hash(keys[0].as_bytes()), 0);
+        let class = lk.entry(oldest).class;
+        assert_ne!(lk.entry(oldest).bits & ACTIVE, 0);
+        assert_eq!(lk.sh().tail(class), Some(oldest), "not relinked on a fetch");
+        // Its mark buys it one trip to the head when an eviction meets it at the tail.
+        let second = lk.get(s.hash(keys[1].as_bytes()), keys[1].as_bytes());
+        assert_eq!(lk.sh_mut().victim(class), second);
+        assert_eq!(lk.entry(oldest).bits & ACTIVE, 0);
+        assert_eq!(lk.sh().tail(class), second);
+    }
+
+    #[test]
+    fn an_eviction_gives_at_most_a_few_second_chances() {
+        let s = store(64, true);
+        let keys = keys_of_one_shard(&s, SECOND_CHANCES + 2);
+        for k in &keys {
+            set(&s, k.as_bytes(), b"v").unwrap();
+        }
+        let marked: Vec<u32> = keys.iter().map(|k| fetch(&s, k)).collect();
+        let mut lk = s.lock(s.hash(keys[0].as_bytes()), 0);
+        let class = lk.entry(marked[0]).class;
+        // The first SECOND_CHANCES active tails move; the next tail is taken, mark or not.
+        assert_eq!(lk.sh_mut().victim(class), Some(marked[SECOND_CHANCES]));
+        assert_ne!(lk.entry(marked[SECOND_CHANCES]).bits & ACTIVE, 0);
     }
 
     #[test]

@@ -12,10 +12,13 @@
 //! [`entry::index_bytes`]). A class gets a new page only while that sum stays within `-m`;
 //! once pages are spent, a store evicts its class's least recently used item (its own
 //! shard's first, then other shards') to free a chunk, and a store whose index bytes take
-//! the sum over `-m` evicts the least recently used items of any class until it fits. Under
-//! `-M` nothing evicts: a store that finds no chunk and no page within `-m` is refused. No
-//! process-wide allocator setting, no sampling: the items' memory is the pages, which the
-//! allocator never sees, so it holds the same under any allocator and any `-t`.
+//! the sum over `-m` evicts the least recently used items of any class until it fits. ("Least
+//! recently used" as memcached's segmented LRU approximates it: a fetch marks an item
+//! instead of moving it, and eviction gives a marked tail item one trip back to the head;
+//! see the `shard` module.) Under `-M` nothing evicts: a store that finds no chunk and no
+//! page within `-m` is refused. No process-wide allocator setting, no sampling: the items'
+//! memory is the pages, which the allocator never sees, so it holds the same under any
+//! allocator and any `-t`.
 //!
 //! Not counted: the slot vectors' and hash tables' spare capacity (they grow by doubling and
 //! never shrink: at most one slot and one bucket per item of the highest item count the
@@ -53,7 +56,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 pub use clock::Clock;
-pub use entry::{Entry, FETCHED, KEY_BINARY, NIL, STALE, TOKEN_SENT};
+pub use entry::{Entry, ACTIVE, FETCHED, KEY_BINARY, NIL, STALE, TOKEN_SENT};
 use shard::Shard;
 
 use crate::fatal;
@@ -474,16 +477,19 @@ impl<'s> Locked<'s> {
         self.sh_mut().entry_mut(idx)
     }
 
-    /// memcached's `do_item_bump` on a fetch: marks it fetched, refreshes its access time
-    /// at most once per `ITEM_UPDATE_INTERVAL`, and moves it to the LRU head.
+    /// memcached's `do_item_bump` on a fetch: marks it fetched and [`ACTIVE`] (so the next
+    /// eviction that meets it at its LRU tail moves it to the head instead) and refreshes
+    /// its access time at most once per `ITEM_UPDATE_INTERVAL`. It does not relink it, as
+    /// memcached's segmented LRU does not on a fetch: this writes the item's own slot only.
+    /// (memcached marks an item active on its second fetch, having a separate list for
+    /// new items; with one list per class, the first fetch counts.)
     pub fn bump(&mut self, idx: u32) {
         let now = self.now;
         let e = self.sh_mut().entry_mut(idx);
-        e.bits |= FETCHED;
+        e.bits |= FETCHED | ACTIVE;
         if e.time < now.saturating_sub(clock::ITEM_UPDATE_INTERVAL_SECS) {
             e.time = now;
         }
-        self.sh_mut().touch_lru(idx);
     }
 
     /// Gives an item a new expiry (touch, `gat`, meta `T`/`N`).
@@ -492,14 +498,15 @@ impl<'s> Locked<'s> {
         self.store.note_expiry(exptime);
     }
 
-    /// memcached's `do_item_update`: the access time and LRU position, not the fetched bit.
+    /// memcached's `do_item_update`: the access time, and [`ACTIVE`] for its LRU position
+    /// (as [`Locked::bump`]), not the fetched bit.
     pub fn update(&mut self, idx: u32) {
         let now = self.now;
         let e = self.sh_mut().entry_mut(idx);
+        e.bits |= ACTIVE;
         if e.time < now.saturating_sub(clock::ITEM_UPDATE_INTERVAL_SECS) {
             e.time = now;
         }
-        self.sh_mut().touch_lru(idx);
     }
 
     /// Removes an item; its chunks go back to their classes.

@@ -5,11 +5,22 @@
 //! Invariants: every used slot is in the table exactly once and in its class's LRU list
 //! exactly once; free slots are on the free list and nowhere else; `index_bytes` is the sum
 //! of the used slots' [`index_bytes`].
+//!
+//! The lists are memcached's segmented LRU reduced to one list per class: a fetch does not
+//! move an item, it marks it [`ACTIVE`]; eviction takes the tail, but an active item found
+//! there goes back to the head with its mark cleared (a second chance), at most
+//! [`SECOND_CHANCES`] of them per eviction, as memcached's `lru_pull_tail` looks at a few
+//! items per call. So an item read since it was last moved outlives one that was not.
 
 use hashbrown::HashTable;
 
 use super::classes::{item_bytes, ClassCounts, CLASSES};
-use super::entry::{index_bytes, Entry, NIL};
+use super::entry::{index_bytes, Entry, ACTIVE, NIL};
+
+/// How many active items one eviction may send from the tail back to the head before it
+/// takes the tail whatever its mark: bounds the work of one eviction (memcached's
+/// `lru_pull_tail` searches 5 items).
+pub const SECOND_CHANCES: usize = 5;
 
 #[derive(Debug)]
 enum Slot {
@@ -95,13 +106,33 @@ impl Shard {
         (t != NIL).then_some(t)
     }
 
-    /// The least recently used item of whichever class's tail was used longest ago.
-    pub fn oldest_tail(&self) -> Option<u32> {
-        self.tails
+    /// The item to evict from `class`: its tail, after up to [`SECOND_CHANCES`] active items
+    /// found there were moved to the head with their [`ACTIVE`] bit cleared.
+    pub fn victim(&mut self, class: u8) -> Option<u32> {
+        for _ in 0..SECOND_CHANCES {
+            let t = self.tail(class)?;
+            let e = self.entry_mut(t);
+            if e.bits & ACTIVE == 0 {
+                return Some(t);
+            }
+            e.bits &= !ACTIVE;
+            if self.heads[usize::from(class)] != t {
+                self.detach(t);
+                self.attach_head(t);
+            }
+        }
+        self.tail(class)
+    }
+
+    /// [`Shard::victim`] of whichever class's tail was used longest ago.
+    pub fn oldest_victim(&mut self) -> Option<u32> {
+        let class = self
+            .tails
             .iter()
             .filter(|&&t| t != NIL)
             .min_by_key(|&&t| self.entry(t).time)
-            .copied()
+            .map(|&t| self.entry(t).class)?;
+        self.victim(class)
     }
 
     /// The slot holding `key`, whatever its liveness.
@@ -159,14 +190,6 @@ impl Shard {
             self.tails[class] = idx;
         }
         self.heads[class] = idx;
-    }
-
-    /// Moves an item to the most-recently-used end of its class.
-    pub fn touch_lru(&mut self, idx: u32) {
-        if self.heads[usize::from(self.entry(idx).class)] != idx {
-            self.detach(idx);
-            self.attach_head(idx);
-        }
     }
 
     /// memcached's size for an item of this shard (for the per-class tallies).
@@ -336,8 +359,14 @@ mod tests {
         let (c, _) = s.insert(entry(&slabs, b"c", 1));
         assert_eq!(s.tail(1), Some(a));
         assert_eq!(s.tail(2), None);
-        s.touch_lru(a);
+        s.entry_mut(a).bits |= ACTIVE;
+        assert_eq!(s.victim(1), Some(b), "an active tail gets a second chance");
         assert_eq!(s.tail(1), Some(b));
+        assert_eq!(
+            s.entry(a).bits & ACTIVE,
+            0,
+            "the second chance uses the mark up"
+        );
         assert_eq!(s.find(1, b"c"), Some(c));
         let (e, _) = s.remove(b);
         assert_eq!(e.key(), b"b");
