@@ -12,8 +12,8 @@ pub const TOKEN_SENT: u8 = 4;
 pub const KEY_BINARY: u8 = 8;
 /// Read since it was linked or last moved in its LRU list (memcached `ITEM_ACTIVE`): an
 /// eviction that finds it at the tail moves it to the head and clears this bit instead of
-/// evicting it (`Shard::victim`). A fetch only sets a bit in the item's own
-/// slot; relinking on every fetch wrote three other slots' links too.
+/// evicting it (`Shard::victim`). A fetch only sets a bit in the item's own slot; relinking
+/// on every fetch wrote three other slots' links too.
 pub const ACTIVE: u8 = 16;
 
 /// Slot index that means "none" in the LRU links and the free list.
