@@ -520,7 +520,7 @@ fn open_loop_vs_openloop_c(
         );
         return Ok(());
     }
-    weft_load::limits::raise_nofile(args.open_loop_connections as u64 + 64)?;
+    weft_load::limits::reserve_descriptors(args.open_loop_connections as u64 + 64)?;
     let conns = args.open_loop_connections.to_string();
     // -c: room for every connection (memcached_flags' connection limit).
     let port2 = process::free_port()?;

@@ -156,30 +156,17 @@ pub fn run(config: &Config) -> anyhow::Result<Report> {
         Source::Fileset(dir) => Names::from_fileset(dir)?,
         Source::Urls(file) => Names::from_url_file(file)?,
     };
-    let fd_limit = raise_nofile_to_hard();
+    let fd_limit = weft::net::raise_descriptor_limit()
+        .map_or(1024, |l| usize::try_from(l).unwrap_or(usize::MAX));
     let max_sessions = match config.max_sessions {
         0 => fd_limit.saturating_sub(64).max(1),
         n => n,
     };
+    crate::limits::reserve_descriptors(max_sessions.min(fd_limit) as u64)?;
     let config = config.clone();
     cpu::run_on_own_cluster("weft-load-http", config.threads, move || {
         drive(&config, addr, names, max_sessions)
     })
-}
-
-fn raise_nofile_to_hard() -> usize {
-    // SAFETY: getrlimit/setrlimit read and write the struct we own.
-    unsafe {
-        let mut lim: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 1024;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max.min(1 << 20);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-        lim.rlim_cur as usize
-    }
 }
 
 fn drive(

@@ -248,7 +248,7 @@ pub fn resolve(server: &str) -> anyhow::Result<SocketAddr> {
 pub fn run(config: &Config) -> anyhow::Result<Report> {
     config.validate()?;
     let addr = resolve(&config.server)?;
-    crate::limits::raise_nofile(config.connections as u64 + 64)?;
+    crate::limits::reserve_descriptors(config.connections as u64 + 64)?;
     let config = config.clone();
     cpu::run_on_own_cluster("weft-load", config.threads, move || {
         run_on_cluster(&config, addr)
