@@ -484,12 +484,8 @@ impl<'s> Locked<'s> {
     /// (memcached marks an item active on its second fetch, having a separate list for
     /// new items; with one list per class, the first fetch counts.)
     pub fn bump(&mut self, idx: u32) {
-        let now = self.now;
-        let e = self.sh_mut().entry_mut(idx);
-        e.bits |= FETCHED | ACTIVE;
-        if e.time < now.saturating_sub(clock::ITEM_UPDATE_INTERVAL_SECS) {
-            e.time = now;
-        }
+        self.sh_mut().entry_mut(idx).bits |= FETCHED;
+        self.update(idx);
     }
 
     /// Gives an item a new expiry (touch, `gat`, meta `T`/`N`).
@@ -499,7 +495,7 @@ impl<'s> Locked<'s> {
     }
 
     /// memcached's `do_item_update`: the access time, and [`ACTIVE`] for its LRU position
-    /// (as [`Locked::bump`]), not the fetched bit.
+    /// (what [`Locked::bump`] does besides the fetched bit).
     pub fn update(&mut self, idx: u32) {
         let now = self.now;
         let e = self.sh_mut().entry_mut(idx);
