@@ -8,6 +8,14 @@ use std::path::PathBuf;
 /// the server benchmarks and in the study (where a bounded ring's overflow reorders tasks).
 pub const DEFAULT_SCHEDULER: &str = "ws-grow";
 
+/// How long an idle processor polls for the next request before it sleeps, by default, in
+/// microseconds (`weft::ClusterBuilder::idle_poll`): 0, off. Polling is an option for hosts
+/// where waking a sleeping thread is slow (virtual machines). Measured in
+/// docs/notes/scale.md "Waking a sleeping processor": a fixed 50 µs window cut the median by
+/// 15 µs at a quarter of the peak, the adaptive window kept only part of that, and neither
+/// made the 75 % points better; it is not on by default until it does.
+pub const DEFAULT_IDLE_POLL_US: u64 = 0;
+
 /// How the server is run (what `weft memcached`'s flags set).
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -35,6 +43,10 @@ pub struct Settings {
     pub scheduler: String,
     /// `uring` or `epoll`; `None` = weft's default.
     pub io: Option<weft::IoBackend>,
+    /// How long an idle processor polls for the next request before it sleeps, in
+    /// microseconds (0: sleep at once; see `weft::ClusterBuilder::idle_poll`); default
+    /// [`DEFAULT_IDLE_POLL_US`].
+    pub idle_poll_us: u64,
     /// A client that does not read its responses for this long is disconnected.
     pub write_stall_timeout_ms: u64,
     /// Serve each connection on an OS thread of its own instead of a fiber (the same session
@@ -97,6 +109,7 @@ impl Default for Settings {
             unix_mask: 0o700,
             scheduler: DEFAULT_SCHEDULER.to_owned(),
             io: None,
+            idle_poll_us: DEFAULT_IDLE_POLL_US,
             write_stall_timeout_ms: 30_000,
             threads_per_connection: false,
             sweep_interval_ms: 1000,

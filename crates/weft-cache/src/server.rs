@@ -72,7 +72,8 @@ impl Server {
         let mut builder = Cluster::builder()
             .name("memcached")
             .processors(settings.processors)
-            .scheduler(settings.scheduler.clone());
+            .scheduler(settings.scheduler.clone())
+            .idle_poll(Duration::from_micros(settings.idle_poll_us));
         if let Some(io) = settings.io {
             builder = builder.io(io);
         }

@@ -18,6 +18,9 @@ pub struct Config {
     pub scheduler: Option<String>,
     /// I/O backend (`None`: io_uring, epoll if refused).
     pub io: Option<weft::IoBackend>,
+    /// How long an idle processor polls for the next request before it sleeps, in
+    /// microseconds (0: sleep at once; see `weft::ClusterBuilder::idle_poll`).
+    pub idle_poll_us: u64,
     /// Most connections open at once; more are answered 503 and closed.
     pub max_connections: usize,
     /// Most accepted connections at once whose request waits for the server (the CPU, the
@@ -70,6 +73,7 @@ impl Config {
             processors: 1,
             scheduler: Some(DEFAULT_SCHEDULER.to_owned()),
             io: None,
+            idle_poll_us: DEFAULT_IDLE_POLL_US,
             max_connections: 16_384,
             max_unanswered: DEFAULT_MAX_UNANSWERED,
             access_log: None,
@@ -118,6 +122,14 @@ pub const DEFAULT_MAX_RANGES: usize = 100;
 /// "Server defaults": throughput equal to `work-stealing` or better, and a lower tail, both in
 /// the server benchmarks and in the study (where a bounded ring's overflow reorders tasks).
 pub const DEFAULT_SCHEDULER: &str = "ws-grow";
+
+/// How long an idle processor polls for the next request before it sleeps, by default, in
+/// microseconds (`weft::ClusterBuilder::idle_poll`): 0, off. Polling is an option for hosts
+/// where waking a sleeping thread is slow (virtual machines). Measured in
+/// docs/notes/scale.md "Waking a sleeping processor": a fixed 50 µs window cut the median by
+/// 15 µs at a quarter of the peak, the adaptive window kept only part of that, and neither
+/// made the 75 % points better; it is not on by default until it does.
+pub const DEFAULT_IDLE_POLL_US: u64 = 0;
 
 /// Default for [`Config::memory_max_bytes`] (docs/BENCHMARKS.md, "HTTP server", has the
 /// measurement: small files served from memory with their head in one write).

@@ -190,7 +190,8 @@ impl Server {
         let local_addr = listener.local_addr()?;
         let mut builder = weft::Cluster::builder()
             .name("http")
-            .processors(config.processors);
+            .processors(config.processors)
+            .idle_poll(std::time::Duration::from_micros(config.idle_poll_us));
         if let Some(s) = &config.scheduler {
             builder = builder.scheduler(s.clone());
         }

@@ -222,6 +222,13 @@ pub struct MemcachedArgs {
     /// I/O backend: uring or epoll [default: uring, epoll when io_uring is unavailable].
     #[arg(long, value_parser = ["uring", "epoll"])]
     io: Option<String>,
+
+    /// How long an idle processor polls for the next request before it sleeps, at most, in
+    /// microseconds (0, the default: sleep at once). Polling spares a request the wake-up of
+    /// a sleeping thread (tens of microseconds on a virtual machine) and costs the CPU it
+    /// spends; the window adapts, and a processor keeps at least 10 % of its time asleep.
+    #[arg(long, default_value_t = weft_cache::config::DEFAULT_IDLE_POLL_US, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    idle_poll_us: u64,
 }
 
 fn parse_size_with_suffix(s: &str) -> Result<u64, String> {
@@ -410,6 +417,7 @@ impl MemcachedArgs {
             unix_mask: self.unix_mask,
             scheduler: self.scheduler.clone(),
             io,
+            idle_poll_us: self.idle_poll_us,
             write_stall_timeout_ms: self.write_stall_timeout_ms,
             threads_per_connection: self.threads_per_connection,
             backlog: self.listen_backlog,

@@ -7,6 +7,7 @@
 pub(crate) mod cluster;
 pub(crate) mod home;
 pub(crate) mod idle;
+pub(crate) mod idle_poll;
 pub(crate) mod processor;
 pub mod sched_stats;
 pub(crate) mod spawn;

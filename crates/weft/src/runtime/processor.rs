@@ -31,6 +31,7 @@ use corosensei::CoroutineResult;
 
 use super::cluster::ClusterShared;
 use super::home::HomeQueue;
+use super::idle_poll::IdlePoll;
 use super::sched_stats::{self, ProcessorStats};
 use super::timer::TimerHeap;
 use super::yield_queue::YieldLane;
@@ -73,6 +74,11 @@ pub(crate) struct Processor {
     /// When this processor last looked at its driver (`sched_stats` clock), while statistics
     /// are on.
     last_reap_ns: Cell<u64>,
+    /// How long it polls its driver before sleeping (`idle_poll`).
+    idle_poll: RefCell<IdlePoll>,
+    /// When the current idle period began (`sched_stats` clock): the start of its poll, or
+    /// of its sleep.
+    idle_since_ns: Cell<u64>,
 }
 
 /// The processor running on this thread, or null (the context's processor slot, which only
@@ -113,6 +119,7 @@ impl Processor {
             driver: Ok(()),
         });
         drop(started);
+        let idle_poll = IdlePoll::new(cluster.idle_poll_ns, sched_stats::now_ns());
         let processor = Processor {
             index,
             cluster,
@@ -125,6 +132,8 @@ impl Processor {
             due: RefCell::new(Vec::new()),
             driver,
             last_reap_ns: Cell::new(0),
+            idle_poll: RefCell::new(idle_poll),
+            idle_since_ns: Cell::new(0),
         };
         ctx::set_processor(
             ptr::addr_of!(processor).cast(),
@@ -180,7 +189,58 @@ impl Processor {
             {
                 return;
             }
+            if self.poll_idle() {
+                continue;
+            }
             self.sleep();
+        }
+    }
+
+    /// Before sleeping, polls the driver for up to the idle-poll window (`idle_poll`); true
+    /// when work came meanwhile (a completion, a push to the inbox, cluster work, a stop).
+    fn poll_idle(&self) -> bool {
+        let start = sched_stats::now_ns();
+        self.idle_since_ns.set(start);
+        if !self.driver.can_poll_idle() {
+            return false;
+        }
+        let limit = {
+            let mut poll = self.idle_poll.borrow_mut();
+            if !poll.enabled() {
+                return false;
+            }
+            poll.limit_ns(start)
+        };
+        if limit == 0 {
+            return false;
+        }
+        // Afterwards the kernel has no completion work left over that the rings do not show.
+        if self.driver.reap_all() > 0 {
+            self.idle_poll.borrow_mut().after_idle(0, 0);
+            return true;
+        }
+        let mut end = start + limit;
+        if let Some(d) = self.timers.borrow().next_deadline() {
+            let left = d.saturating_duration_since(Instant::now()).as_nanos() as u64;
+            end = end.min(start + left);
+        }
+        let inbox = &self.cluster.inboxes[self.index];
+        let mut looks = 0u32;
+        loop {
+            if self.driver.ready_now()
+                || !inbox.is_empty()
+                || self.cluster.has_work()
+                || self.cluster.is_stopping()
+            {
+                let now = sched_stats::now_ns();
+                self.idle_poll.borrow_mut().after_idle(now - start, 0);
+                return true;
+            }
+            looks = looks.wrapping_add(1);
+            if looks % 16 == 0 && sched_stats::now_ns() >= end {
+                return false;
+            }
+            std::hint::spin_loop();
         }
     }
 
@@ -269,7 +329,13 @@ impl Processor {
         }
         // Blocks in io_uring_enter / epoll_wait until a completion, the waker, or the deadline;
         // submits the batch first and reaps what arrived.
+        let asleep_ns = sched_stats::now_ns();
         self.driver.park(deadline);
+        let awake_ns = sched_stats::now_ns();
+        self.idle_poll.borrow_mut().after_idle(
+            awake_ns.saturating_sub(self.idle_since_ns.get()),
+            awake_ns - asleep_ns,
+        );
         if self.stats().is_some() {
             // Asleep is not late: the next gap starts now.
             self.last_reap_ns.set(sched_stats::now_ns());

@@ -208,6 +208,31 @@ impl Driver {
         }
     }
 
+    /// Whether this driver can be polled by an idle processor without a syscall
+    /// (`runtime/idle_poll.rs`): io_uring can; epoll would need one `epoll_wait` per look.
+    pub(crate) fn can_poll_idle(&self) -> bool {
+        matches!(self, Driver::Uring(_))
+    }
+
+    /// Submits the batch and reaps everything ready, running the kernel's pending completion
+    /// work; returns how many completions were reaped (uring; epoll reaps nothing here).
+    pub(crate) fn reap_all(&self) -> usize {
+        match self {
+            Driver::Uring(u) => u.reap_all(),
+            Driver::Epoll(_) => 0,
+        }
+    }
+
+    /// Whether anything waits to be reaped, from the rings alone (uring; false on epoll).
+    /// Meaningful after [`Driver::reap_all`].
+    #[inline]
+    pub(crate) fn ready_now(&self) -> bool {
+        match self {
+            Driver::Uring(u) => u.ready_now(),
+            Driver::Epoll(_) => false,
+        }
+    }
+
     /// Sleeps until a completion, a wake-up of the [`Waker`], or `deadline`; then drains.
     pub(crate) fn park(&self, deadline: Option<Instant>) {
         match self {

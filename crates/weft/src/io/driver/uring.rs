@@ -59,6 +59,8 @@ const SUBMIT_BATCH: u32 = 32;
 /// Submit at least every this many scheduling rounds, so a processor kept busy by fibers that
 /// yield or spawn (its run queue never empties) does not hold a lone SQE back indefinitely.
 const SUBMIT_EVERY_ROUNDS: u64 = 16;
+/// `IORING_ENTER_GETEVENTS` (`include/uapi/linux/io_uring.h`).
+const ENTER_GETEVENTS: u32 = 1;
 /// `user_data` of the eventfd read.
 const WAKER: u64 = 1;
 /// `user_data` of the `ASYNC_CANCEL` for the eventfd read, when the ring is dropped.
@@ -286,6 +288,42 @@ impl Uring {
         };
         if need_enter {
             let _ = self.ring.borrow().submit();
+            self.unsubmitted.set(0);
+        }
+        self.drain()
+    }
+
+    /// Whether something is there to reap or run, by looking at the rings only (no syscall):
+    /// a completion, the kernel's pending completion work (`IORING_SQ_TASKRUN`), or an
+    /// overflow. For an idle processor's poll (`runtime/idle_poll.rs`), after
+    /// [`Uring::reap_all`]: the task-run flag is set when work is added to an empty list, and
+    /// only `reap_all` guarantees the list was emptied (an enter runs a bounded number of
+    /// items and does not set the flag again for the rest).
+    pub(crate) fn ready_now(&self) -> bool {
+        let mut ring = self.ring.borrow_mut();
+        {
+            let sq = ring.submission();
+            if sq.taskrun() || sq.cq_overflow() {
+                return true;
+            }
+        }
+        let empty = ring.completion().is_empty();
+        !empty
+    }
+
+    /// Submits the batch, runs all of the kernel's pending completion work and reaps; returns
+    /// how many completions were reaped. One `io_uring_enter` with `GETEVENTS` and no wait.
+    pub(crate) fn reap_all(&self) -> usize {
+        self.take_cancels();
+        {
+            let ring = self.ring.borrow();
+            let submitter = ring.submitter();
+            let to_submit = self.unsubmitted.get();
+            // SAFETY: no argument pointer is passed (`None`), `to_submit` counts SQEs already
+            // in the ring (every one pushed through `push`, whose pointers stay valid by its
+            // contract), and GETEVENTS with `min_complete` 0 never waits.
+            let _ =
+                unsafe { submitter.enter::<libc::sigset_t>(to_submit, 0, ENTER_GETEVENTS, None) };
             self.unsubmitted.set(0);
         }
         self.drain()
