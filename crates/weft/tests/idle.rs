@@ -1,18 +1,10 @@
 //! An idle cluster sleeps (no spinning) and wakes for work and timers. One test per binary run
 //! alone so that the process's CPU time is the cluster's.
 
-use std::time::{Duration, Instant};
+mod common;
+use common::process_cpu;
 
-fn process_cpu() -> Duration {
-    // SAFETY: getrusage only writes into the struct we pass.
-    let usage = unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut u);
-        u
-    };
-    let t = |tv: libc::timeval| Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000);
-    t(usage.ru_utime) + t(usage.ru_stime)
-}
+use std::time::{Duration, Instant};
 
 #[test]
 fn idle_cluster_uses_under_one_percent_and_still_wakes() {

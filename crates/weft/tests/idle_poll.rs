@@ -3,22 +3,14 @@
 //! stops polling once it is idle. One test per binary, so that the process's CPU time is the
 //! cluster's.
 
+mod common;
+use common::process_cpu;
+
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use weft::net::TcpListener;
 use weft::IoBackend;
-
-fn process_cpu() -> Duration {
-    // SAFETY: getrusage only writes into the struct we pass.
-    let usage = unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut u);
-        u
-    };
-    let t = |tv: libc::timeval| Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000);
-    t(usage.ru_utime) + t(usage.ru_stime)
-}
 
 #[test]
 fn a_polling_cluster_takes_every_wake_up_and_goes_quiet_when_idle() {

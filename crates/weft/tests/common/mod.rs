@@ -66,3 +66,16 @@ pub fn echo_server(c: &Cluster) -> std::net::SocketAddr {
     });
     addr
 }
+
+/// CPU time (user and system) this process has used so far.
+pub fn process_cpu() -> std::time::Duration {
+    // SAFETY: getrusage only writes into the struct we pass.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let t =
+        |tv: libc::timeval| std::time::Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000);
+    t(usage.ru_utime) + t(usage.ru_stime)
+}
