@@ -11,6 +11,7 @@
 //! onto this processor's queue; when the run queue empties it submits
 //! the batched SQEs and reaps again; and it sleeps *in* the driver (`io_uring_enter` /
 //! `epoll_wait`), bounded by its earliest timer and ended early by its eventfd waker.
+//! A cluster built with `idle_poll` first polls its rings for a while (`idle_poll`).
 //!
 //! Invariants:
 //! - the context's processor slot (`ctx`) points at this thread's `Processor` for the thread's
@@ -119,7 +120,13 @@ impl Processor {
             driver: Ok(()),
         });
         drop(started);
-        let idle_poll = IdlePoll::new(cluster.idle_poll_ns, sched_stats::now_ns());
+        // Only io_uring can be polled without a syscall per look: epoll processors never poll.
+        let poll_max_ns = if driver.can_poll_idle() {
+            cluster.idle_poll_ns
+        } else {
+            0
+        };
+        let idle_poll = IdlePoll::new(poll_max_ns, sched_stats::now_ns());
         let processor = Processor {
             index,
             cluster,
@@ -199,24 +206,20 @@ impl Processor {
     /// Before sleeping, polls the driver for up to the idle-poll window (`idle_poll`); true
     /// when work came meanwhile (a completion, a push to the inbox, cluster work, a stop).
     fn poll_idle(&self) -> bool {
-        let start = sched_stats::now_ns();
-        self.idle_since_ns.set(start);
-        if !self.driver.can_poll_idle() {
+        let mut poll = self.idle_poll.borrow_mut();
+        if !poll.enabled() {
             return false;
         }
-        let limit = {
-            let mut poll = self.idle_poll.borrow_mut();
-            if !poll.enabled() {
-                return false;
-            }
-            poll.limit_ns(start)
-        };
+        let start = sched_stats::now_ns();
+        self.idle_since_ns.set(start);
+        let limit = poll.limit_ns(start);
+        drop(poll);
         if limit == 0 {
             return false;
         }
         // Afterwards the kernel has no completion work left over that the rings do not show.
+        // A poll that finds work leaves the window as it is (`IdlePoll::after_idle`).
         if self.driver.reap_all() > 0 {
-            self.idle_poll.borrow_mut().after_idle(0, 0);
             return true;
         }
         let mut end = start + limit;
@@ -232,8 +235,6 @@ impl Processor {
                 || self.cluster.has_work()
                 || self.cluster.is_stopping()
             {
-                let now = sched_stats::now_ns();
-                self.idle_poll.borrow_mut().after_idle(now - start, 0);
                 return true;
             }
             looks = looks.wrapping_add(1);
@@ -329,13 +330,17 @@ impl Processor {
         }
         // Blocks in io_uring_enter / epoll_wait until a completion, the waker, or the deadline;
         // submits the batch first and reaps what arrived.
-        let asleep_ns = sched_stats::now_ns();
-        self.driver.park(deadline);
-        let awake_ns = sched_stats::now_ns();
-        self.idle_poll.borrow_mut().after_idle(
-            awake_ns.saturating_sub(self.idle_since_ns.get()),
-            awake_ns - asleep_ns,
-        );
+        if self.idle_poll.borrow().enabled() {
+            let asleep_ns = sched_stats::now_ns();
+            self.driver.park(deadline);
+            let awake_ns = sched_stats::now_ns();
+            self.idle_poll.borrow_mut().after_idle(
+                awake_ns.saturating_sub(self.idle_since_ns.get()),
+                awake_ns - asleep_ns,
+            );
+        } else {
+            self.driver.park(deadline);
+        }
         if self.stats().is_some() {
             // Asleep is not late: the next gap starts now.
             self.last_reap_ns.set(sched_stats::now_ns());

@@ -319,11 +319,13 @@ impl Uring {
             let ring = self.ring.borrow();
             let submitter = ring.submitter();
             let to_submit = self.unsubmitted.get();
+            let flags = ENTER_GETEVENTS;
             // SAFETY: no argument pointer is passed (`None`), `to_submit` counts SQEs already
             // in the ring (every one pushed through `push`, whose pointers stay valid by its
             // contract), and GETEVENTS with `min_complete` 0 never waits.
-            let _ =
-                unsafe { submitter.enter::<libc::sigset_t>(to_submit, 0, ENTER_GETEVENTS, None) };
+            let entered = unsafe { submitter.enter::<libc::sigset_t>(to_submit, 0, flags, None) };
+            // Errors (EINTR, EBUSY) leave completions for the drain below or the next look.
+            let _ = entered;
             self.unsubmitted.set(0);
         }
         self.drain()
