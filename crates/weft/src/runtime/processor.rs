@@ -218,8 +218,8 @@ impl Processor {
             return false;
         }
         // Afterwards the kernel has no completion work left over that the rings do not show.
-        // A poll that finds work leaves the window as it is (`IdlePoll::after_idle`).
         if self.driver.reap_all() > 0 {
+            self.idle_poll.borrow_mut().found_while_polling();
             return true;
         }
         let mut end = start + limit;
@@ -235,6 +235,7 @@ impl Processor {
                 || self.cluster.has_work()
                 || self.cluster.is_stopping()
             {
+                self.idle_poll.borrow_mut().found_while_polling();
                 return true;
             }
             looks = looks.wrapping_add(1);
@@ -334,7 +335,7 @@ impl Processor {
             let asleep_ns = sched_stats::now_ns();
             self.driver.park(deadline);
             let awake_ns = sched_stats::now_ns();
-            self.idle_poll.borrow_mut().after_idle(
+            self.idle_poll.borrow_mut().after_sleep(
                 awake_ns.saturating_sub(self.idle_since_ns.get()),
                 awake_ns - asleep_ns,
             );
