@@ -11,7 +11,7 @@
 #
 # Usage: benches/scale.sh [all|mc|http|variants|generators|episodes]   (env: ROUNDS=2
 #        DURATION=3 LONG_DURATION=20 WARMUP=2 CONNS="1000 4000 15360" WEFT=target/release/weft
-#        OUT=docs/bench)
+#        WEFT_ARGS= OUT=docs/bench)
 #   all         mc and http with the defaults (io_uring, the servers' default policy)
 #   variants    at 15,360 connections and 50 % of the peer's peak: epoll and the core policies
 #   generators  weft's own generator (`weft load memcached`) against openloop, alternating, on
@@ -42,6 +42,8 @@ case $ISOLATE in "" | fifo) ;; *) echo "scale.sh: ISOLATE is empty or fifo" >&2;
 WARMUP=${WARMUP:-2}
 CONNS=${CONNS:-"1000 4000 15360"}
 WEFT=${WEFT:-target/release/weft}
+# Flags added to every weft server's command line (e.g. WEFT_ARGS="--idle-poll-us 0").
+WEFT_ARGS=${WEFT_ARGS:-}
 OUT=${OUT:-docs/bench}
 stamp=$(date +%Y-%m-%d-%H%M)
 record="$OUT/scale-$stamp.jsonl"
@@ -84,12 +86,12 @@ server_cmd() {
   local proto=$1 name=$2 port=$3
   case "$proto/$name" in
   mc/memcached) echo "memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384" ;;
-  mc/weft*) echo "$WEFT memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384 ${name#weft}" ;;
+  mc/weft*) echo "$WEFT memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384 ${name#weft} $WEFT_ARGS" ;;
   http/nginx)
     nginx_conf "$port" >"$work/nginx-$port.conf"
     echo "nginx -c $work/nginx-$port.conf"
     ;;
-  http/weft*) echo "$WEFT http --root $work/www --listen 127.0.0.1:$port ${name#weft}" ;;
+  http/weft*) echo "$WEFT http --root $work/www --listen 127.0.0.1:$port ${name#weft} $WEFT_ARGS" ;;
   esac
 }
 

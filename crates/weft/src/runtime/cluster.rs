@@ -323,8 +323,8 @@ impl ClusterBuilder {
     /// (default: zero, never). A request arriving meanwhile is taken without the
     /// inter-processor interrupt and wake-up that a sleeping thread needs, which on a virtual
     /// machine can be most of a short request's latency; the processor spends the CPU it
-    /// polls. The window adapts like Linux's `cpuidle-haltpoll` governor: it grows while
-    /// wake-ups come within `max` and shrinks when they do not, and a processor that slept
+    /// polls. It polls only while at least half of its recent idle periods (about 16) ended
+    /// within `max`, so a lightly loaded processor sleeps at once, and a processor that slept
     /// less than 10 % of the last 10 ms does not poll. io_uring only (epoll would need a
     /// syscall per look); capped at 1 ms.
     pub fn idle_poll(mut self, max: Duration) -> Self {
