@@ -124,12 +124,9 @@ pub const DEFAULT_MAX_RANGES: usize = 100;
 pub const DEFAULT_SCHEDULER: &str = "ws-grow";
 
 /// How long an idle processor polls for the next request before it sleeps, by default, in
-/// microseconds (`weft::ClusterBuilder::idle_poll`): 0, off. Polling is an option for hosts
-/// where waking a sleeping thread is slow (virtual machines). Measured in
-/// docs/notes/scale.md "A window that polls while it pays": with 50 µs the cache's p99 came
-/// to memcached's or under it at 25 % and 50 % of the peak at 1,000 and 15,360 connections,
-/// but not at 4,000 and 50 %, and it nearly doubles the CPU at 25 %; it is not on by default
-/// until the whole table says it pays.
+/// microseconds (`weft::ClusterBuilder::idle_poll`): 0, off, as for the cache server (whose
+/// `DEFAULT_IDLE_POLL_US` gives the measurement; docs/notes/scale.md "A window that polls
+/// while it pays" has both protocols).
 pub const DEFAULT_IDLE_POLL_US: u64 = 0;
 
 /// Default for [`Config::memory_max_bytes`] (docs/BENCHMARKS.md, "HTTP server", has the

@@ -42,10 +42,11 @@ pub struct HttpArgs {
     #[arg(long, value_enum)]
     io: Option<IoArg>,
 
-    /// How long an idle processor polls for the next request before it sleeps, at most, in
+    /// How long an idle processor polls for the next request before it sleeps, in
     /// microseconds (0, the default: sleep at once). Polling spares a request the wake-up of
     /// a sleeping thread (tens of microseconds on a virtual machine) and costs the CPU it
-    /// spends; the window adapts, and a processor keeps at least 10 % of its time asleep.
+    /// spends; a processor polls only while at least half of its recent idle periods ended
+    /// within the window, and keeps at least 10 % of its time asleep.
     #[arg(long, default_value_t = weft_http::DEFAULT_IDLE_POLL_US, value_parser = clap::value_parser!(u64).range(0..=1000))]
     idle_poll_us: u64,
 
