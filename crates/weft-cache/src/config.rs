@@ -48,6 +48,9 @@ pub struct Settings {
     /// microseconds (0: sleep at once; see `weft::ClusterBuilder::idle_poll`); default
     /// [`DEFAULT_IDLE_POLL_US`].
     pub idle_poll_us: u64,
+    /// The period of each processor's tick keeper, in microseconds (0: none; see
+    /// `weft::ClusterBuilder::keep_tick`); default `weft::DEFAULT_KEEP_TICK`.
+    pub keep_tick_us: u64,
     /// A client that does not read its responses for this long is disconnected.
     pub write_stall_timeout_ms: u64,
     /// Serve each connection on an OS thread of its own instead of a fiber (the same session
@@ -111,6 +114,7 @@ impl Default for Settings {
             scheduler: DEFAULT_SCHEDULER.to_owned(),
             io: None,
             idle_poll_us: DEFAULT_IDLE_POLL_US,
+            keep_tick_us: weft::DEFAULT_KEEP_TICK.as_micros() as u64,
             write_stall_timeout_ms: 30_000,
             threads_per_connection: false,
             sweep_interval_ms: 1000,

@@ -73,7 +73,8 @@ impl Server {
             .name("memcached")
             .processors(settings.processors)
             .scheduler(settings.scheduler.clone())
-            .idle_poll(Duration::from_micros(settings.idle_poll_us));
+            .idle_poll(Duration::from_micros(settings.idle_poll_us))
+            .keep_tick(Duration::from_micros(settings.keep_tick_us));
         if let Some(io) = settings.io {
             builder = builder.io(io);
         }

@@ -21,6 +21,9 @@ pub struct Config {
     /// How long an idle processor polls for the next request before it sleeps, in
     /// microseconds (0: sleep at once; see `weft::ClusterBuilder::idle_poll`).
     pub idle_poll_us: u64,
+    /// The period of each processor's tick keeper, in microseconds (0: none; see
+    /// `weft::ClusterBuilder::keep_tick`); default `weft::DEFAULT_KEEP_TICK`.
+    pub keep_tick_us: u64,
     /// Most connections open at once; more are answered 503 and closed.
     pub max_connections: usize,
     /// Most accepted connections at once whose request waits for the server (the CPU, the
@@ -74,6 +77,7 @@ impl Config {
             scheduler: Some(DEFAULT_SCHEDULER.to_owned()),
             io: None,
             idle_poll_us: DEFAULT_IDLE_POLL_US,
+            keep_tick_us: weft::DEFAULT_KEEP_TICK.as_micros() as u64,
             max_connections: 16_384,
             max_unanswered: DEFAULT_MAX_UNANSWERED,
             access_log: None,

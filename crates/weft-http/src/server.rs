@@ -191,7 +191,8 @@ impl Server {
         let mut builder = weft::Cluster::builder()
             .name("http")
             .processors(config.processors)
-            .idle_poll(std::time::Duration::from_micros(config.idle_poll_us));
+            .idle_poll(std::time::Duration::from_micros(config.idle_poll_us))
+            .keep_tick(std::time::Duration::from_micros(config.keep_tick_us));
         if let Some(s) = &config.scheduler {
             builder = builder.scheduler(s.clone());
         }

@@ -77,6 +77,7 @@ pub use fiber::{
     is_cancelled, migrate, sleep, sleep_until, spawn, spawn_migratable, yield_now, Builder,
     FiberLocal, JoinError, JoinHandle,
 };
+pub use io::driver::keep_tick::{DEFAULT_PERIOD as DEFAULT_KEEP_TICK, MAX_PERIOD as MAX_KEEP_TICK};
 pub use io::IoBackend;
 pub use runtime::sched_stats::{Log2Histogram, SchedStats};
 pub use runtime::{default_cluster, Cluster, ClusterBuilder};

@@ -447,6 +447,7 @@ mod tests {
     use crate::io::driver::{DriverShared, PollMode, Waker};
     use crate::io::op_state::CANCEL;
     use crate::io::IoBackend;
+    use std::time::Duration;
 
     /// The race of a forwarded cancel: the fiber marked its operation `CANCEL` from another
     /// processor, the owning processor reaped the operation's completion (nothing left in
@@ -467,7 +468,7 @@ mod tests {
                 let shared = Arc::new(DriverShared::new(waker));
                 // A ring of our own, standing for the owning processor's: this test fiber is
                 // its only user, on the one thread of its cluster.
-                let ring = Uring::new(shared.clone()).expect("io_uring works here");
+                let ring = Uring::new(shared.clone(), Duration::ZERO).expect("io_uring works here");
                 ring.flush();
                 // The state the race leaves: cancel asked, completion already reaped.
                 let record = Completion {

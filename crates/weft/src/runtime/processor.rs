@@ -105,7 +105,8 @@ impl Processor {
         let _alt_stack = crate::fiber::overflow::AltStack::ensure();
         // Built here, not in `ClusterBuilder::build`: a single-issuer ring belongs to the thread
         // that creates it.
-        let driver = match Driver::new(cluster.io, cluster.wakers[index].clone()) {
+        let driver = match Driver::new(cluster.io, cluster.wakers[index].clone(), cluster.keep_tick)
+        {
             Ok(driver) => driver,
             Err(e) => {
                 let _ = started.send(Started {

@@ -28,12 +28,15 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::keep_tick::KeepTick;
 use super::{DriverShared, PollMode};
 use crate::io::op::{Completion, Dir, ACK, DONE};
 use crate::loom::{AtomicU64, Ordering, StaticAtomicBool, StaticAtomicU64};
 
 /// `data` of the waker's entry (descriptor numbers are non-negative `i32`s).
 const WAKER: u64 = u64::MAX;
+/// `data` of the tick keeper's timerfd ([`super::keep_tick`]).
+const KEEPER: u64 = u64::MAX - 1;
 /// Events fetched per `epoll_wait`.
 const EVENTS: usize = 256;
 /// Outside idle moments, look at the epoll only every this many scheduling rounds: it costs
@@ -105,6 +108,10 @@ pub(crate) struct Epoll {
     events: RefCell<Vec<libc::epoll_event>>,
     /// Scratch list for forwarded cancellations.
     cancels: RefCell<Vec<usize>>,
+    /// The tick keeper: when to arm its timer.
+    keep: KeepTick,
+    /// The keeper's timer (a one-shot timerfd in the epoll, edge-triggered), when it is on.
+    keeper: Option<OwnedFd>,
 }
 
 fn cvt(r: i32) -> io::Result<i32> {
@@ -116,7 +123,8 @@ fn cvt(r: i32) -> io::Result<i32> {
 }
 
 impl Epoll {
-    pub(crate) fn new(shared: Arc<DriverShared>) -> io::Result<Epoll> {
+    /// An epoll instance with a tick keeper of `keep_tick` (zero: none).
+    pub(crate) fn new(shared: Arc<DriverShared>, keep_tick: Duration) -> io::Result<Epoll> {
         // SAFETY: plain syscall; on success we own the descriptor.
         let epfd = unsafe { OwnedFd::from_raw_fd(cvt(libc::epoll_create1(libc::EPOLL_CLOEXEC))?) };
         let mut ev = libc::epoll_event {
@@ -132,6 +140,34 @@ impl Epoll {
                 &mut ev,
             )
         })?;
+        let keep = KeepTick::new(keep_tick);
+        let keeper = if keep.period().is_zero() {
+            None
+        } else {
+            // SAFETY: plain syscall; on success we own the descriptor.
+            let fd = unsafe {
+                OwnedFd::from_raw_fd(cvt(libc::timerfd_create(
+                    libc::CLOCK_MONOTONIC,
+                    libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
+                ))?)
+            };
+            // Edge-triggered: every expiry is one report, and re-arming resets the count, so
+            // the timerfd is never read.
+            let mut ev = libc::epoll_event {
+                events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+                u64: KEEPER,
+            };
+            // SAFETY: both descriptors are open; `ev` is a valid event.
+            cvt(unsafe {
+                libc::epoll_ctl(
+                    epfd.as_raw_fd(),
+                    libc::EPOLL_CTL_ADD,
+                    fd.as_raw_fd(),
+                    &mut ev,
+                )
+            })?;
+            Some(fd)
+        };
         Ok(Epoll {
             shared,
             epfd,
@@ -141,6 +177,8 @@ impl Epoll {
             ready: RefCell::new(Vec::new()),
             events: RefCell::new(vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS]),
             cancels: RefCell::new(Vec::new()),
+            keep,
+            keeper,
         })
     }
 
@@ -295,6 +333,24 @@ impl Epoll {
 
     pub(crate) fn park(&self, deadline: Option<Instant>) {
         self.take_cancels();
+        if let (Some(fd), Some(period)) = (&self.keeper, self.keep.arm()) {
+            let spec = libc::itimerspec {
+                it_interval: libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
+                it_value: libc::timespec {
+                    tv_sec: period.as_secs() as libc::time_t,
+                    tv_nsec: period.subsec_nanos() as libc::c_long,
+                },
+            };
+            // SAFETY: our own timerfd; `spec` lives through the call; no old value is asked for.
+            let r =
+                unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+            if r < 0 {
+                self.keep.not_armed();
+            }
+        }
         let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         self.wait_for(timeout);
     }
@@ -355,12 +411,18 @@ impl Epoll {
             }
         };
         let mut woken = 0;
+        let mut waked = false;
         for ev in events.iter().take(n.max(0) as usize) {
             let data = ev.u64;
             if data == WAKER {
                 let mut buf = 0u64;
                 // SAFETY: reads 8 bytes into a live u64 from our non-blocking eventfd.
                 unsafe { libc::read(self.shared.waker.raw_fd(), (&mut buf as *mut u64).cast(), 8) };
+                waked = true;
+                continue;
+            }
+            if data == KEEPER {
+                self.keep.fired();
                 continue;
             }
             let fd = data as RawFd;
@@ -391,6 +453,9 @@ impl Epoll {
                 // SAFETY: a registered record lives until its fiber sees DONE.
                 unsafe { Completion::finish(record, Some(0), DONE) };
             }
+        }
+        if woken > 0 || waked {
+            self.keep.worked();
         }
         woken
     }

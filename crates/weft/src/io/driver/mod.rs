@@ -20,12 +20,13 @@
 //! thread may submit the `ASYNC_CANCEL`).
 
 pub(crate) mod epoll;
+pub(crate) mod keep_tick;
 pub(crate) mod uring;
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::op::Completion;
 use super::IoBackend;
@@ -154,10 +155,15 @@ pub(crate) enum Driver {
 impl Driver {
     /// Builds the driver on the processor's own thread (single-issuer rings belong to the thread
     /// that creates them). Falls back to epoll if this ring cannot be set up after all.
-    pub(crate) fn new(backend: IoBackend, waker: Arc<Waker>) -> io::Result<Driver> {
+    /// `keep_tick`: the tick keeper's period ([`keep_tick`]; zero: none).
+    pub(crate) fn new(
+        backend: IoBackend,
+        waker: Arc<Waker>,
+        keep_tick: Duration,
+    ) -> io::Result<Driver> {
         let shared = Arc::new(DriverShared::new(waker));
         match backend {
-            IoBackend::Uring => match uring::Uring::new(shared.clone()) {
+            IoBackend::Uring => match uring::Uring::new(shared.clone(), keep_tick) {
                 Ok(u) => Ok(Driver::Uring(Box::new(u))),
                 Err(e) => {
                     super::log_fallback(&e);
@@ -168,10 +174,10 @@ impl Driver {
                         let fl = libc::fcntl(fd, libc::F_GETFL);
                         libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
                     }
-                    Ok(Driver::Epoll(epoll::Epoll::new(shared)?))
+                    Ok(Driver::Epoll(epoll::Epoll::new(shared, keep_tick)?))
                 }
             },
-            IoBackend::Epoll => Ok(Driver::Epoll(epoll::Epoll::new(shared)?)),
+            IoBackend::Epoll => Ok(Driver::Epoll(epoll::Epoll::new(shared, keep_tick)?)),
         }
     }
 

@@ -41,10 +41,11 @@
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use io_uring::{opcode, squeue, types, IoUring};
 
+use super::keep_tick::KeepTick;
 use super::{DriverShared, PollMode};
 use crate::io::behind;
 use crate::io::op::{Completion, ACK, DONE};
@@ -65,6 +66,8 @@ const ENTER_GETEVENTS: u32 = 1;
 const WAKER: u64 = 1;
 /// `user_data` of the `ASYNC_CANCEL` for the eventfd read, when the ring is dropped.
 const WAKER_CANCEL: u64 = 3;
+/// `user_data` of the tick keeper's `TIMEOUT` ([`super::keep_tick`]).
+const KEEPER: u64 = 5;
 /// How long dropping a ring waits for its eventfd read to be cancelled.
 const DROP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -86,6 +89,11 @@ pub(crate) struct Uring {
     in_flight: Cell<u32>,
     /// Scratch list for forwarded cancellations.
     cancels: RefCell<Vec<usize>>,
+    /// The tick keeper: when to arm its timer.
+    keep: KeepTick,
+    /// The keeper's period, where its `TIMEOUT` SQE points (the kernel copies it when the SQE
+    /// is submitted); boxed so its address is stable.
+    keeper_ts: Box<types::Timespec>,
     /// Which setup flags the kernel accepted (for logs and `Debug`).
     pub(crate) flags: &'static str,
 }
@@ -137,8 +145,10 @@ pub(crate) fn build_ring() -> io::Result<(IoUring, &'static str)> {
 }
 
 impl Uring {
-    pub(crate) fn new(shared: Arc<DriverShared>) -> io::Result<Uring> {
+    /// A ring for the calling thread, with a tick keeper of `keep_tick` (zero: none).
+    pub(crate) fn new(shared: Arc<DriverShared>, keep_tick: Duration) -> io::Result<Uring> {
         let (ring, flags) = build_ring()?;
+        let keep = KeepTick::new(keep_tick);
         let u = Uring {
             shared,
             ring: RefCell::new(ring),
@@ -147,6 +157,8 @@ impl Uring {
             unsubmitted: Cell::new(0),
             in_flight: Cell::new(0),
             cancels: RefCell::new(Vec::new()),
+            keeper_ts: Box::new(types::Timespec::from(keep.period())),
+            keep,
             flags,
         };
         u.post_waker();
@@ -173,7 +185,7 @@ impl Uring {
         }
         self.unsubmitted.set(self.unsubmitted.get() + 1);
         let data = entry.get_user_data();
-        if data != WAKER && data != WAKER_CANCEL {
+        if data != WAKER && data != WAKER_CANCEL && data != KEEPER {
             self.in_flight.set(self.in_flight.get() + 1);
         }
     }
@@ -342,6 +354,14 @@ impl Uring {
     pub(crate) fn park(&self, deadline: Option<Instant>) {
         self.take_cancels();
         self.post_waker();
+        if self.keep.arm().is_some() {
+            let entry = opcode::Timeout::new(&*self.keeper_ts as *const types::Timespec)
+                .build()
+                .user_data(KEEPER);
+            // SAFETY: `keeper_ts` is boxed and lives as long as the ring; the kernel copies it
+            // when the SQE is submitted, by the enter below at the latest.
+            unsafe { self.push(&entry) };
+        }
         {
             let ring = self.ring.borrow();
             let submitter = ring.submitter();
@@ -369,6 +389,7 @@ impl Uring {
     /// Reaps every completion in the ring and wakes their fibers.
     fn drain(&self) -> usize {
         let mut woken = 0;
+        let mut waked = false;
         loop {
             let cqe = {
                 let mut ring = self.ring.borrow_mut();
@@ -380,8 +401,11 @@ impl Uring {
             if data == WAKER {
                 self.waker_posted.set(false);
                 self.post_waker();
+                waked = true;
             } else if data == WAKER_CANCEL {
                 // Only submitted by `drop`.
+            } else if data == KEEPER {
+                self.keep.fired();
             } else if data & 3 == behind::TAG {
                 // SAFETY: a write-behind send's completion, reported once, here.
                 unsafe { behind::complete(data, cqe.result()) };
@@ -397,6 +421,9 @@ impl Uring {
                 self.in_flight.set(self.in_flight.get() - 1);
                 woken += 1;
             }
+        }
+        if woken > 0 || waked {
+            self.keep.worked();
         }
         woken
     }

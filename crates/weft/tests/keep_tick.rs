@@ -1,0 +1,100 @@
+//! The tick keeper (`ClusterBuilder::keep_tick`): while a processor serves requests that come
+//! further apart than its period, its sleeps are cut by the keeper's timer (so the timer is
+//! really armed, on both backends); once the requests stop, it stops arming the timer within a
+//! few periods (an idle processor takes no wake-ups for it).
+//!
+//! Observed through the processor thread's voluntary context switches: one per sleep. Counts,
+//! not times: a slow machine stretches the gaps, which only adds keeper periods.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use weft::{Cluster, IoBackend};
+
+/// The processor thread `weft-NAME-0`'s voluntary context switches so far.
+fn processor_switches(name: &str) -> u64 {
+    let comm = format!("weft-{name}-0");
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let dir = task.unwrap().path();
+        let Ok(c) = std::fs::read_to_string(dir.join("comm")) else {
+            continue;
+        };
+        if c.trim_end() != comm {
+            continue;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).unwrap();
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("voluntary_ctxt_switches:"))
+            .unwrap();
+        return line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    }
+    panic!("no thread named {comm}");
+}
+
+/// Serves `requests` round trips spaced `gap` apart on a one-processor cluster, then stays
+/// idle for `idle`; returns the processor's sleeps during the requests and during the idle
+/// time.
+fn sleeps(backend: IoBackend, keep_tick: Duration, name: &str) -> (u64, u64) {
+    const REQUESTS: u64 = 60;
+    let c = Cluster::builder()
+        .name(name)
+        .processors(1)
+        .io(backend)
+        .keep_tick(keep_tick)
+        .build()
+        .unwrap();
+    assert_eq!(
+        c.io_backend(),
+        backend,
+        "this machine should support {backend}"
+    );
+    let addr = common::echo_server(&c);
+    let mut client = std::net::TcpStream::connect(addr).unwrap();
+    client.set_nodelay(true).unwrap();
+    let mut buf = [0u8; 8];
+    client.write_all(b"warm-up!").unwrap();
+    client.read_exact(&mut buf).unwrap();
+    let before = processor_switches(name);
+    for i in 0..REQUESTS {
+        std::thread::sleep(Duration::from_millis(3));
+        client.write_all(&i.to_le_bytes()).unwrap();
+        client.read_exact(&mut buf).unwrap();
+        assert_eq!(buf, i.to_le_bytes());
+    }
+    let served = processor_switches(name);
+    std::thread::sleep(Duration::from_millis(400));
+    let idle = processor_switches(name);
+    drop(client);
+    (served - before, idle - served)
+}
+
+#[test]
+fn the_keeper_cuts_sleeps_while_serving_and_stops_when_idle() {
+    for backend in common::backends() {
+        let short = match backend {
+            IoBackend::Uring => "kt-u",
+            IoBackend::Epoll => "kt-e",
+        };
+        let (off_served, off_idle) = sleeps(backend, Duration::ZERO, &format!("{short}0"));
+        let (on_served, on_idle) = sleeps(backend, Duration::from_millis(1), &format!("{short}1"));
+        eprintln!(
+            "{backend}: sleeps serving {off_served} -> {on_served}, idle {off_idle} -> {on_idle}"
+        );
+        // 60 gaps of at least 3 ms: without a keeper about one sleep per request; with a 1 ms
+        // keeper each gap is cut into at least three sleeps.
+        assert!(
+            on_served >= 2 * off_served,
+            "{backend}: the keeper did not cut the sleeps: {on_served} sleeps with it, \
+             {off_served} without, over 60 requests"
+        );
+        // Idle for 400 ms: a keeper that kept arming would wake the processor ~400 times.
+        assert!(
+            on_idle <= 20,
+            "{backend}: an idle processor kept waking for its keeper: {on_idle} sleeps in 400 ms \
+             (without a keeper: {off_idle})"
+        );
+    }
+}
