@@ -11,7 +11,7 @@
 #
 # Usage: benches/scale.sh [all|mc|http|variants|generators|episodes]   (env: ROUNDS=2
 #        DURATION=3 LONG_DURATION=20 WARMUP=2 CONNS="1000 4000 15360" WEFT=target/release/weft
-#        WEFT_ARGS= OUT=docs/bench)
+#        WEFT_ARGS= VARIANTS= OUT=docs/bench)
 #   all         mc and http with the defaults (io_uring, the servers' default policy)
 #   variants    at 15,360 connections and 50 % of the peer's peak: epoll and the core policies
 #   generators  weft's own generator (`weft load memcached`) against openloop, alternating, on
@@ -44,6 +44,9 @@ CONNS=${CONNS:-"1000 4000 15360"}
 WEFT=${WEFT:-target/release/weft}
 # Flags added to every weft server's command line (e.g. WEFT_ARGS="--idle-poll-us 0").
 WEFT_ARGS=${WEFT_ARGS:-}
+# More weft servers for `all`/`mc`/`http`, run beside the defaults at every point: one word
+# each, `weft:` and its flags with commas for spaces (e.g. VARIANTS="weft:--keep-tick-us,0").
+VARIANTS=${VARIANTS:-}
 OUT=${OUT:-docs/bench}
 stamp=$(date +%Y-%m-%d-%H%M)
 record="$OUT/scale-$stamp.jsonl"
@@ -81,17 +84,25 @@ http {
 EOF
 }
 
+# weft_flags NAME -> the flags a weft server's name carries: "weft --io epoll" or
+# "weft:--io,epoll" -> "--io epoll".
+weft_flags() {
+  local flags=${1#weft}
+  flags=${flags#:}
+  echo "${flags//,/ }"
+}
+
 # server_cmd PROTO NAME PORT -> the command line
 server_cmd() {
   local proto=$1 name=$2 port=$3
   case "$proto/$name" in
   mc/memcached) echo "memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384" ;;
-  mc/weft*) echo "$WEFT memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384 ${name#weft} $WEFT_ARGS" ;;
+  mc/weft*) echo "$WEFT memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384 $(weft_flags "$name") $WEFT_ARGS" ;;
   http/nginx)
     nginx_conf "$port" >"$work/nginx-$port.conf"
     echo "nginx -c $work/nginx-$port.conf"
     ;;
-  http/weft*) echo "$WEFT http --root $work/www --listen 127.0.0.1:$port ${name#weft} $WEFT_ARGS" ;;
+  http/weft*) echo "$WEFT http --root $work/www --listen 127.0.0.1:$port $(weft_flags "$name") $WEFT_ARGS" ;;
   esac
 }
 
@@ -253,8 +264,8 @@ EOF
 mkdir -p "$OUT"
 case "$what" in
 all | mc | http)
-  [ "$what" != http ] && sweep mc memcached "memcached weft"
-  [ "$what" != mc ] && sweep http nginx "nginx weft"
+  [ "$what" != http ] && sweep mc memcached "memcached weft $VARIANTS"
+  [ "$what" != mc ] && sweep http nginx "nginx weft $VARIANTS"
   ;;
 variants)
   CONNS=15360

@@ -10,7 +10,8 @@
 //! completion work is run every few rounds; epoll looks every few rounds), waking the fibers
 //! onto this processor's queue; when the run queue empties it submits
 //! the batched SQEs and reaps again; and it sleeps *in* the driver (`io_uring_enter` /
-//! `epoll_wait`), bounded by its earliest timer and ended early by its eventfd waker.
+//! `epoll_wait`), bounded by its earliest timer and ended early by its eventfd waker; while
+//! it serves, the driver keeps the CPU's tick running across those sleeps (`keep_tick`).
 //! A cluster built with `idle_poll` first polls its rings for a while (`idle_poll`).
 //!
 //! Invariants:

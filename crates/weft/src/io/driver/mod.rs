@@ -7,7 +7,9 @@
 //! - it turns completions into wake-ups ([`Driver::poll`] without blocking, every scheduling
 //!   round or every few rounds);
 //! - it is where the processor sleeps ([`Driver::park`]): in `io_uring_enter` or `epoll_wait`,
-//!   bounded by the processor's next timer, and ended early by the processor's [`Waker`].
+//!   bounded by the processor's next timer, and ended early by the processor's [`Waker`];
+//!   while the processor is serving, a sleep first arms the tick keeper's timer
+//!   ([`keep_tick`]) so the kernel keeps the CPU's tick running.
 //!
 //! Architecture Invariant: the driver knows nothing of run queues or clusters. It wakes fibers
 //! through `FiberRef::unpark`, which queues them on the current processor when the fiber
