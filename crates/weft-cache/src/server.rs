@@ -151,10 +151,17 @@ impl Server {
         })
     }
 
-    /// Whether a client asked the server to stop (`shutdown` with `-A`); the caller then
+    /// Whether a stop was asked for (a client's `shutdown` with `-A`, or
+    /// [`crate::exec::ShutdownRequest::request`] through [`Server::context`]); the caller then
     /// calls [`Server::shutdown`].
     pub fn shutdown_requested(&self) -> bool {
-        self.ctx.shutdown_requested.load(Ordering::Relaxed)
+        self.ctx.shutdown.is_requested()
+    }
+
+    /// Blocks until a stop is asked for (see [`Server::shutdown_requested`]) and returns why,
+    /// e.g. `shutdown command received.`.
+    pub fn wait_shutdown_requested(&self) -> String {
+        self.ctx.shutdown.wait()
     }
 
     /// The TCP addresses listened on (with the real port when `-p 0`).

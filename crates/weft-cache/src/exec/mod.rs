@@ -12,8 +12,8 @@ mod stats;
 
 use std::collections::BTreeMap;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
 
 use crate::config::Settings;
 use crate::output::Output;
@@ -57,10 +57,50 @@ pub struct Context {
     pub curr_connections: AtomicU64,
     /// Listeners and connections by descriptor, for `stats conns`.
     pub conns: Mutex<BTreeMap<i32, ConnInfo>>,
-    /// A client sent `shutdown` (with `-A`): the owner of the server stops it.
-    pub shutdown_requested: AtomicBool,
+    /// Someone asked the server to stop: a client's `shutdown` (with `-A`), or its owner (a
+    /// signal). The owner waits for it ([`ShutdownRequest::wait`]) and stops the server.
+    pub shutdown: ShutdownRequest,
     /// Per-prefix counters for `stats detail` (`-D`).
     pub detail: detail::Detail,
+}
+
+/// A request to stop the server, and why: the first request's reason is kept. Safe to make
+/// from a fiber (the lock is held only to store the reason and notify, never across a park).
+#[derive(Debug, Default)]
+pub struct ShutdownRequest {
+    reason: Mutex<Option<String>>,
+    made: Condvar,
+}
+
+impl ShutdownRequest {
+    /// Asks the owner to stop the server; `reason` is what it reports (a later request's
+    /// reason is dropped).
+    pub fn request(&self, reason: &str) {
+        let mut r = crate::fatal::lock(&self.reason, "shutdown request");
+        if r.is_none() {
+            *r = Some(reason.to_owned());
+        }
+        self.made.notify_all();
+    }
+
+    /// Whether a stop was asked for.
+    pub fn is_requested(&self) -> bool {
+        crate::fatal::lock(&self.reason, "shutdown request").is_some()
+    }
+
+    /// Blocks the calling thread (not a fiber) until a stop is asked for; returns the reason.
+    pub fn wait(&self) -> String {
+        let mut r = crate::fatal::lock(&self.reason, "shutdown request");
+        loop {
+            if let Some(reason) = r.as_ref() {
+                return reason.clone();
+            }
+            r = self
+                .made
+                .wait(r)
+                .unwrap_or_else(|_| crate::fatal::poisoned("shutdown request"));
+        }
+    }
 }
 
 impl Context {
@@ -87,7 +127,7 @@ impl Context {
             settings,
             curr_connections: AtomicU64::new(0),
             conns: Mutex::new(BTreeMap::new()),
-            shutdown_requested: AtomicBool::new(false),
+            shutdown: ShutdownRequest::default(),
         }
     }
 
@@ -173,7 +213,7 @@ pub fn execute(
                 out.line("ERROR: shutdown not enabled");
                 Flow::Continue
             } else if mode_ok {
-                ctx.shutdown_requested.store(true, Ordering::Relaxed);
+                ctx.shutdown.request("shutdown command received.");
                 Flow::CloseNow
             } else {
                 out.line("CLIENT_ERROR invalid shutdown mode");

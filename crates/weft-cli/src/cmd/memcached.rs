@@ -615,21 +615,20 @@ pub fn run(args: MemcachedArgs) -> anyhow::Result<()> {
         (Err(e), None) => return Err(e),
     };
     drop(report);
-    // Wait for SIGTERM/SIGINT (SIGUSR1: memcached's graceful stop) or a `shutdown` command.
-    loop {
-        if let Some(sig) = signals.pending().next() {
-            if verbose {
-                eprintln!("Signal handled: {sig}. Shutting down.");
+    // Wait for SIGTERM/SIGINT (SIGUSR1: memcached's graceful stop) or a `shutdown` command,
+    // both blocked on: no periodic wake-up on the server's CPU.
+    let ctx = server.context().clone();
+    std::thread::Builder::new()
+        .name("weft-mc-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                ctx.shutdown.request(&format!("Signal handled: {sig}."));
             }
-            break;
-        }
-        if server.shutdown_requested() {
-            if verbose {
-                eprintln!("shutdown command received. Shutting down.");
-            }
-            break;
-        }
-        std::thread::sleep(SIGNAL_POLL);
+        })
+        .context("starting the signal thread")?;
+    let reason = server.wait_shutdown_requested();
+    if verbose {
+        eprintln!("{reason} Shutting down.");
     }
     server.shutdown(SHUTDOWN_GRACE);
     if let Some(p) = &pidfile {
@@ -639,9 +638,6 @@ pub fn run(args: MemcachedArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
-/// How often the main thread looks for a signal or a `shutdown` command.
-const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
 fn signals_or_exit() -> Signals {
     Signals::new([SIGTERM, SIGINT, SIGUSR1]).unwrap_or_else(|e| {
