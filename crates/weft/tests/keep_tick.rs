@@ -39,17 +39,12 @@ fn processor_switches(name: &str) -> u64 {
 /// time.
 fn sleeps(backend: IoBackend, keep_tick: Duration, name: &str) -> (u64, u64) {
     const REQUESTS: u64 = 60;
-    let c = Cluster::builder()
-        .name(name)
-        .processors(1)
-        .io(backend)
-        .keep_tick(keep_tick)
-        .build()
-        .unwrap();
-    assert_eq!(
-        c.io_backend(),
+    let c = common::cluster_with(
         backend,
-        "this machine should support {backend}"
+        Cluster::builder()
+            .name(name)
+            .processors(1)
+            .keep_tick(keep_tick),
     );
     let addr = common::echo_server(&c);
     let mut client = std::net::TcpStream::connect(addr).unwrap();

@@ -16,12 +16,17 @@ pub fn backends() -> Vec<IoBackend> {
 }
 
 pub fn cluster(backend: IoBackend, processors: usize) -> Cluster {
-    let c = Cluster::builder()
-        .name(format!("net-{backend}"))
-        .processors(processors)
-        .io(backend)
-        .build()
-        .unwrap();
+    cluster_with(
+        backend,
+        Cluster::builder()
+            .name(format!("net-{backend}"))
+            .processors(processors),
+    )
+}
+
+/// Builds `builder` on `backend`, which this machine must support.
+pub fn cluster_with(backend: IoBackend, builder: weft::ClusterBuilder) -> Cluster {
+    let c = builder.io(backend).build().unwrap();
     assert_eq!(
         c.io_backend(),
         backend,
