@@ -20,7 +20,8 @@
 #               benches/episodes.py lists the bursts of slow requests and which threads (server,
 #               generator, PID 1) ran during each, from benches/thread_times.py samples
 #               (traces in TRACES=/tmp/weft-episodes-DATE)
-# Prints a table per protocol and appends every point to $OUT/scale-DATE.jsonl.
+# Prints a table per protocol, then each weft server's p99 over the peer's paired by round
+# (servers of a round run back to back), and appends every point to $OUT/scale-DATE.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -258,6 +259,27 @@ for p, c, f in keys:
         print(f"| {p} | {c} | {rate} | {s} | {statistics.median(r['p50_us'] for r in rs)/1000:.2f} | "
               f"{spread([r['p99_us'] for r in rs])} | {spread([r['p999_us'] for r in rs])} | "
               f"{int(statistics.median(r['actual_qps'] for r in rs))} | {busy} | {gen} | {lag} | {wait} |")
+# Paired by round: the servers of one round ran back to back, so the ratio of their p99s
+# within a round cancels most of the drift between rounds that the medians above carry.
+peers = {'mc': 'memcached', 'http': 'nginx'}
+pairs = []
+for p, c, f in keys:
+    at = [r for r in rows if (r['proto'], r['connections'], r['fraction']) == (p, c, f)]
+    peer = [r for r in at if r['server'] == peers.get(p)]
+    for s in servers:
+        if s == peers.get(p):
+            continue
+        mine = [r for r in at if r['server'] == s]
+        ratios = [m['p99_us'] / q['p99_us'] for m, q in zip(mine, peer) if q.get('p99_us')]
+        if ratios:
+            pairs.append((p, c, f, s, sorted(ratios)))
+if pairs:
+    print()
+    print("| protocol | connections | % of peer peak | server | p99 / peer's p99, same round (min–med–max) | rounds at or under the peer |")
+    print("|---|---:|---|---|---|---:|")
+    for p, c, f, s, r in pairs:
+        under = sum(1 for x in r if x <= 1.0)
+        print(f"| {p} | {c} | {f} % | {s} | {r[0]:.2f}–{statistics.median(r):.2f}–{r[-1]:.2f} | {under} of {len(r)} |")
 EOF
 }
 
