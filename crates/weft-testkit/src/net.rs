@@ -38,32 +38,213 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Waits (up to 10 s) until something accepts on `addr`. With `child`, its early exit fails
-/// the test at once, with `what` and its status.
+/// Waits (up to 10 s) until `child` (or, without one, anything) accepts on `addr`. With
+/// `child`, its early exit fails the test at once, with `what` and its status.
 pub fn wait_listening(addr: SocketAddr, child: Option<&mut Child>, what: &str) {
     if let Err(e) = listening_within(addr, child, Duration::from_secs(10)) {
         panic!("{what}: {e}");
     }
 }
 
-/// Waits until something accepts on `addr`: `Err` (saying which) if `child` exits first or
-/// `within` passes.
+/// Why a child did not come to listen: it exited first (most often because another process
+/// took the free port between [`free_port`] and the child's `bind`; start it again on another
+/// port), or the time ran out.
+#[derive(Debug)]
+pub enum NotListening {
+    Exited(String),
+    TimedOut(String),
+}
+
+impl std::fmt::Display for NotListening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotListening::Exited(s) | NotListening::TimedOut(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Waits until something accepts on `addr` and, with `child`, until the listening socket is
+/// the child's own (it or a descendant holds it): a port taken by another process between
+/// [`free_port`] and the child's `bind` must not pass for the child listening. `Err` (saying
+/// which) if `child` exits first or `within` passes.
 pub fn listening_within(
     addr: SocketAddr,
     mut child: Option<&mut Child>,
     within: Duration,
-) -> Result<(), String> {
+) -> Result<(), NotListening> {
     let deadline = Instant::now() + within;
-    while TcpStream::connect(addr).is_err() {
-        if let Some(child) = child.as_deref_mut() {
-            if let Some(status) = child.try_wait().unwrap() {
-                return Err(format!("exited ({status}) before listening on {addr}"));
+    loop {
+        let accepts = TcpStream::connect(addr).is_ok();
+        match child.as_deref_mut() {
+            None if accepts => return Ok(()),
+            Some(c) if accepts && listener_is_in_tree(c.id(), addr.port()) != Some(false) => {
+                return Ok(())
             }
+            Some(c) => {
+                if let Some(status) = c.try_wait().unwrap() {
+                    return Err(NotListening::Exited(format!(
+                        "exited ({status}) before listening on {addr}"
+                    )));
+                }
+            }
+            None => {}
         }
         if Instant::now() >= deadline {
-            return Err(format!("nothing listens on {addr} after {within:?}"));
+            let whose = if child.is_some() {
+                "the child"
+            } else {
+                "nothing"
+            };
+            return Err(NotListening::TimedOut(format!(
+                "{whose} listens on {addr} after {within:?}"
+            )));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Ok(())
+}
+
+/// Whether a TCP socket listening on `port` is held by process `pid` or one of its
+/// descendants (nginx's master holds its listeners; a forking daemon's child may). `None`
+/// where `/proc` cannot tell (not Linux): the caller takes the connection as proof.
+pub fn listener_is_in_tree(pid: u32, port: u16) -> Option<bool> {
+    let inodes = listening_inodes(port)?;
+    let mut pending = vec![pid];
+    let mut seen = Vec::new();
+    while let Some(p) = pending.pop() {
+        if seen.contains(&p) {
+            continue;
+        }
+        seen.push(p);
+        if holds_any_socket(p, &inodes) {
+            return Some(true);
+        }
+        pending.extend(children_of(p));
+    }
+    Some(false)
+}
+
+/// The inodes of the sockets listening on `port`, IPv4 and IPv6, from `/proc/net/tcp{,6}`.
+fn listening_inodes(port: u16) -> Option<Vec<u64>> {
+    const LISTEN: &str = "0A";
+    let mut inodes = Vec::new();
+    let mut any_table = false;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        any_table = true;
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            let (Some(local), Some(state), Some(inode)) =
+                (fields.get(1), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            let local_port = local
+                .rsplit(':')
+                .next()
+                .and_then(|h| u16::from_str_radix(h, 16).ok());
+            if *state == LISTEN && local_port == Some(port) {
+                if let Ok(inode) = inode.parse() {
+                    inodes.push(inode);
+                }
+            }
+        }
+    }
+    any_table.then_some(inodes)
+}
+
+/// Whether process `pid` has a descriptor on one of the socket `inodes`.
+fn holds_any_socket(pid: u32, inodes: &[u64]) -> bool {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    dir.flatten().any(|fd| {
+        let Ok(target) = std::fs::read_link(fd.path()) else {
+            return false;
+        };
+        let target = target.to_string_lossy();
+        target
+            .strip_prefix("socket:[")
+            .and_then(|t| t.strip_suffix(']'))
+            .and_then(|t| t.parse::<u64>().ok())
+            .is_some_and(|i| inodes.contains(&i))
+    })
+}
+
+/// The children of process `pid`, from `/proc/<pid>/task/*/children`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// A port another process listens on is not the child listening: the old check (a
+    /// connection succeeds) passed here, and a test then spoke to the wrong server.
+    #[test]
+    fn a_listener_the_child_does_not_hold_is_not_the_child() {
+        let stolen = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = stolen.local_addr().unwrap();
+        let mut child = Command::new("sleep").arg("5").spawn().unwrap();
+        let got = listening_within(addr, Some(&mut child), Duration::from_millis(300));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            matches!(got, Err(NotListening::TimedOut(_))),
+            "took {addr}, held by the test itself, for the child's: {got:?}"
+        );
+    }
+
+    /// The child's own listener passes, and so does one its child holds.
+    #[test]
+    fn the_childs_listener_and_its_descendants_pass() {
+        let port = free_port();
+        let script = format!(
+            "exec python3 -c 'import socket,time; s=socket.socket(); \
+             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); \
+             s.bind((\"127.0.0.1\", {port})); s.listen(); time.sleep(5)'"
+        );
+        for wrap in ["", "sh -c \"$0\" & wait"] {
+            let mut cmd = Command::new("sh");
+            if wrap.is_empty() {
+                cmd.args(["-c", &script]);
+            } else {
+                cmd.args(["-c", wrap, &script]);
+            }
+            let mut child = cmd.spawn().unwrap();
+            let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            let got = listening_within(addr, Some(&mut child), Duration::from_secs(10));
+            for grandchild in children_of(child.id()) {
+                // SAFETY: kill(2) with a pid and a signal number; no memory is shared.
+                unsafe { libc::kill(grandchild as libc::pid_t, libc::SIGKILL) };
+            }
+            child.kill().unwrap();
+            child.wait().unwrap();
+            assert!(got.is_ok(), "{wrap:?}: {got:?}");
+        }
+    }
+
+    /// A child that exits first is reported as exited, so the caller can retry elsewhere.
+    #[test]
+    fn a_child_that_exits_is_reported() {
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut child = Command::new("true").spawn().unwrap();
+        let got = listening_within(addr, Some(&mut child), Duration::from_secs(10));
+        assert!(matches!(got, Err(NotListening::Exited(_))), "{got:?}");
+    }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::net::{free_port, listening_within, wait_listening};
+use crate::net::{free_port, listening_within, NotListening};
 use crate::process::{is_root, ChildGuard};
 
 /// Debian's memcached, the reference the differential tests compare with.
@@ -61,21 +61,32 @@ pub fn start_memcached(extra: &[&str]) -> Option<(ChildGuard, SocketAddr)> {
         missing(MEMCACHED, &install_hint("memcached"));
         return None;
     }
-    let port = free_port();
-    let mut cmd = Command::new(MEMCACHED);
-    cmd.args(["-U", "0", "-l", "127.0.0.1", "-p", &port.to_string()])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    if is_root() {
-        cmd.args(["-u", "root"]);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let port = free_port();
+        let mut cmd = Command::new(MEMCACHED);
+        cmd.args(["-U", "0", "-l", "127.0.0.1", "-p", &port.to_string()])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if is_root() {
+            cmd.args(["-u", "root"]);
+        }
+        let mut child = ChildGuard(cmd.spawn().expect("spawn memcached"));
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        match listening_within(addr, Some(&mut child.0), Duration::from_secs(10)) {
+            Ok(()) => return Some((child, addr)),
+            Err(NotListening::Exited(_)) if attempt < START_ATTEMPTS => continue,
+            Err(e) => panic!("memcached {extra:?}: {e}"),
+        }
     }
-    let mut child = ChildGuard(cmd.spawn().expect("spawn memcached"));
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    wait_listening(addr, Some(&mut child.0), "memcached");
-    Some((child, addr))
 }
+
+/// How many ports a peer is started on before its failing to listen fails the test: another
+/// process can take a [`free_port`] before the peer binds it, and the peer then exits.
+pub const START_ATTEMPTS: u32 = 4;
 
 /// Starts nginx (`nginx`, from [`require`]) on a free localhost port with the configuration
 /// `config(port)` written to `work/nginx.conf`, its prefix and startup log in `work`, and
@@ -85,28 +96,35 @@ pub fn start_memcached(extra: &[&str]) -> Option<(ChildGuard, SocketAddr)> {
 pub fn start_nginx(
     nginx: &Path,
     work: &Path,
-    config: impl FnOnce(u16) -> String,
+    config: impl Fn(u16) -> String,
 ) -> (ChildGuard, SocketAddr) {
-    let port = free_port();
-    let conf = work.join("nginx.conf");
-    std::fs::write(&conf, config(port)).unwrap();
-    let log = work.join("nginx-error.log");
-    let mut child = ChildGuard(
-        Command::new(nginx)
-            .arg("-e")
-            .arg(&log)
-            .arg("-p")
-            .arg(work)
-            .arg("-c")
-            .arg(&conf)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn nginx"),
-    );
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    if let Err(e) = listening_within(addr, Some(&mut child.0), Duration::from_secs(10)) {
-        let log = std::fs::read_to_string(&log).unwrap_or_default();
-        panic!("nginx {e}; its log:\n{log}");
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let port = free_port();
+        let conf = work.join("nginx.conf");
+        std::fs::write(&conf, config(port)).unwrap();
+        let log = work.join("nginx-error.log");
+        let mut child = ChildGuard(
+            Command::new(nginx)
+                .arg("-e")
+                .arg(&log)
+                .arg("-p")
+                .arg(work)
+                .arg("-c")
+                .arg(&conf)
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("spawn nginx"),
+        );
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        match listening_within(addr, Some(&mut child.0), Duration::from_secs(10)) {
+            Ok(()) => return (child, addr),
+            Err(NotListening::Exited(_)) if attempt < START_ATTEMPTS => continue,
+            Err(e) => {
+                let log = std::fs::read_to_string(&log).unwrap_or_default();
+                panic!("nginx {e}; its log:\n{log}");
+            }
+        }
     }
-    (child, addr)
 }

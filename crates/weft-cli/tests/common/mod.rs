@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use weft_testkit::{free_port, is_root, ChildGuard};
+use weft_testkit::{free_port, is_root, ChildGuard, NotListening};
 
 /// The binary under test.
 pub fn weft() -> Command {
@@ -51,14 +51,20 @@ pub fn start_memcached(extra: &[&str]) -> (ChildGuard, SocketAddr) {
 
 /// [`start_memcached`] with `-t threads` (weft refuses a repeated `-t`).
 pub fn start_memcached_threads(threads: &str, extra: &[&str]) -> (ChildGuard, SocketAddr) {
-    let port = free_port().to_string();
-    let mut args = vec!["-p", &port, "-l", "127.0.0.1", "-U", "0", "-t", threads];
-    args.extend_from_slice(extra);
-    let mut guard = ChildGuard(memcached_command(&args).spawn().unwrap());
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let within = Duration::from_secs(10);
-    if let Err(e) = weft_testkit::listening_within(addr, Some(&mut guard.0), within) {
-        panic!("weft memcached {extra:?}: {e}; its stderr is above");
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let port = free_port().to_string();
+        let mut args = vec!["-p", &port, "-l", "127.0.0.1", "-U", "0", "-t", threads];
+        args.extend_from_slice(extra);
+        let mut guard = ChildGuard(memcached_command(&args).spawn().unwrap());
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let within = Duration::from_secs(10);
+        match weft_testkit::listening_within(addr, Some(&mut guard.0), within) {
+            Ok(()) => return (guard, addr),
+            // Another process took the free port first (its stderr, above, says so).
+            Err(NotListening::Exited(_)) if attempt < weft_testkit::START_ATTEMPTS => continue,
+            Err(e) => panic!("weft memcached {extra:?}: {e}; its stderr is above"),
+        }
     }
-    (guard, addr)
 }
