@@ -8,15 +8,6 @@ use std::path::PathBuf;
 /// the server benchmarks and in the study (where a bounded ring's overflow reorders tasks).
 pub const DEFAULT_SCHEDULER: &str = "ws-grow";
 
-/// How long an idle processor polls for the next request before it sleeps, by default, in
-/// microseconds (`weft::ClusterBuilder::idle_poll`): 0, off. Polling is an option for hosts
-/// where waking a sleeping thread is slow (virtual machines). Measured in
-/// docs/notes/scale.md "A window that polls while it pays": with 50 µs the cache's p99 came
-/// to memcached's or under it at 25 % and 50 % of the peak at 1,000 and 15,360 connections,
-/// but not at 4,000 and 50 %, and it nearly doubles the CPU at 25 %; it is not on by default
-/// until the whole table says it pays.
-pub const DEFAULT_IDLE_POLL_US: u64 = 0;
-
 /// How the server is run (what `weft memcached`'s flags set).
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -46,7 +37,7 @@ pub struct Settings {
     pub io: Option<weft::IoBackend>,
     /// How long an idle processor polls for the next request before it sleeps, in
     /// microseconds (0: sleep at once; see `weft::ClusterBuilder::idle_poll`); default
-    /// [`DEFAULT_IDLE_POLL_US`].
+    /// the runtime's, `weft::DEFAULT_IDLE_POLL`.
     pub idle_poll_us: u64,
     /// The period of each processor's tick keeper, in microseconds (0: none; see
     /// `weft::ClusterBuilder::keep_tick`); default `weft::DEFAULT_KEEP_TICK`.
@@ -113,7 +104,7 @@ impl Default for Settings {
             unix_mask: 0o700,
             scheduler: DEFAULT_SCHEDULER.to_owned(),
             io: None,
-            idle_poll_us: DEFAULT_IDLE_POLL_US,
+            idle_poll_us: weft::DEFAULT_IDLE_POLL.as_micros() as u64,
             keep_tick_us: weft::DEFAULT_KEEP_TICK.as_micros() as u64,
             write_stall_timeout_ms: 30_000,
             threads_per_connection: false,

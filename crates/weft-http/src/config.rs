@@ -19,7 +19,8 @@ pub struct Config {
     /// I/O backend (`None`: io_uring, epoll if refused).
     pub io: Option<weft::IoBackend>,
     /// How long an idle processor polls for the next request before it sleeps, in
-    /// microseconds (0: sleep at once; see `weft::ClusterBuilder::idle_poll`).
+    /// microseconds (0: sleep at once; see `weft::ClusterBuilder::idle_poll`); default
+    /// `weft::DEFAULT_IDLE_POLL`.
     pub idle_poll_us: u64,
     /// The period of each processor's tick keeper, in microseconds (0: none; see
     /// `weft::ClusterBuilder::keep_tick`); default `weft::DEFAULT_KEEP_TICK`.
@@ -76,7 +77,7 @@ impl Config {
             processors: 1,
             scheduler: Some(DEFAULT_SCHEDULER.to_owned()),
             io: None,
-            idle_poll_us: DEFAULT_IDLE_POLL_US,
+            idle_poll_us: weft::DEFAULT_IDLE_POLL.as_micros() as u64,
             keep_tick_us: weft::DEFAULT_KEEP_TICK.as_micros() as u64,
             max_connections: 16_384,
             max_unanswered: DEFAULT_MAX_UNANSWERED,
@@ -126,12 +127,6 @@ pub const DEFAULT_MAX_RANGES: usize = 100;
 /// "Server defaults": throughput equal to `work-stealing` or better, and a lower tail, both in
 /// the server benchmarks and in the study (where a bounded ring's overflow reorders tasks).
 pub const DEFAULT_SCHEDULER: &str = "ws-grow";
-
-/// How long an idle processor polls for the next request before it sleeps, by default, in
-/// microseconds (`weft::ClusterBuilder::idle_poll`): 0, off, as for the cache server (whose
-/// `DEFAULT_IDLE_POLL_US` gives the measurement; docs/notes/scale.md "A window that polls
-/// while it pays" has both protocols).
-pub const DEFAULT_IDLE_POLL_US: u64 = 0;
 
 /// Default for [`Config::memory_max_bytes`] (docs/BENCHMARKS.md, "HTTP server", has the
 /// measurement: small files served from memory with their head in one write).

@@ -79,5 +79,6 @@ pub use fiber::{
 };
 pub use io::driver::keep_tick::{DEFAULT_PERIOD as DEFAULT_KEEP_TICK, MAX_PERIOD as MAX_KEEP_TICK};
 pub use io::IoBackend;
+pub use runtime::idle_poll::{DEFAULT_MAX as DEFAULT_IDLE_POLL, MAX_MAX as MAX_IDLE_POLL};
 pub use runtime::sched_stats::{Log2Histogram, SchedStats};
 pub use runtime::{default_cluster, Cluster, ClusterBuilder};

@@ -47,7 +47,7 @@ pub struct HttpArgs {
     /// a sleeping thread (tens of microseconds on a virtual machine) and costs the CPU it
     /// spends; a processor polls only while at least half of its recent idle periods ended
     /// within the window, and keeps at least 10 % of its time asleep.
-    #[arg(long, default_value_t = weft_http::DEFAULT_IDLE_POLL_US, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    #[arg(long, default_value_t = weft::DEFAULT_IDLE_POLL.as_micros() as u64, value_parser = clap::value_parser!(u64).range(0..=weft::MAX_IDLE_POLL.as_micros() as u64))]
     idle_poll_us: u64,
 
     /// While serving, each processor keeps a timer armed this far ahead when it sleeps, in

@@ -270,7 +270,7 @@ impl Default for ClusterBuilder {
             stack_size: stack::DEFAULT_STACK_SIZE,
             io: None,
             sched_stats: false,
-            idle_poll: Duration::ZERO,
+            idle_poll: super::idle_poll::DEFAULT_MAX,
             keep_tick: keep_tick::DEFAULT_PERIOD,
         }
     }
@@ -324,15 +324,15 @@ impl ClusterBuilder {
     }
 
     /// Lets an idle processor poll its completion queue for up to `max` before it sleeps
-    /// (default: zero, never). A request arriving meanwhile is taken without the
+    /// (default [`crate::DEFAULT_IDLE_POLL`], zero: never). A request arriving meanwhile is taken without the
     /// inter-processor interrupt and wake-up that a sleeping thread needs, which on a virtual
     /// machine can be most of a short request's latency; the processor spends the CPU it
     /// polls. It polls only while at least half of its recent idle periods (about 16) ended
     /// within `max`, so a lightly loaded processor sleeps at once, and a processor that slept
     /// less than 10 % of the last 10 ms does not poll. io_uring only (epoll would need a
-    /// syscall per look); capped at 1 ms.
+    /// syscall per look); capped at [`crate::MAX_IDLE_POLL`] (1 ms).
     pub fn idle_poll(mut self, max: Duration) -> Self {
-        self.idle_poll = max.min(Duration::from_millis(1));
+        self.idle_poll = max.min(super::idle_poll::MAX_MAX);
         self
     }
 

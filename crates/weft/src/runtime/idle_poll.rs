@@ -28,6 +28,17 @@
 //! throttling (95 % of each second by default), which would otherwise stop it for the rest of
 //! the second.
 
+use std::time::Duration;
+
+/// The poll window a cluster gets unless it asks for another (`ClusterBuilder::idle_poll`):
+/// none. Polling is for hosts where waking a sleeping thread is slow (virtual machines); it
+/// buys a lower latency at a quarter of the load with up to a third of a core, and
+/// docs/notes/scale.md ("A window that polls while it pays", "Polling on top of the keeper",
+/// "The table with polling beside it") has the measurements that keep it off by default.
+pub const DEFAULT_MAX: Duration = Duration::ZERO;
+/// The longest poll window a cluster may ask for.
+pub const MAX_MAX: Duration = Duration::from_millis(1);
+
 /// The running share averages over about this many idle periods (a power of two).
 pub(crate) const HIT_WEIGHT: u32 = 16;
 /// The processor polls while at least this share of recent idle periods ended within the
