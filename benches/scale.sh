@@ -21,7 +21,8 @@
 #               generator, PID 1) ran during each, from benches/thread_times.py samples
 #               (traces in TRACES=/tmp/weft-episodes-DATE)
 # Prints a table per protocol, then each weft server's p99 over the peer's paired by round
-# (servers of a round run back to back), and appends every point to $OUT/scale-DATE.jsonl.
+# (servers of a round run back to back; a point where the generator was 0.9 busy or more is
+# marked generator-bound), and appends every point to $OUT/scale-DATE.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -271,15 +272,19 @@ for p, c, f in keys:
             continue
         mine = [r for r in at if r['server'] == s]
         ratios = [m['p99_us'] / q['p99_us'] for m, q in zip(mine, peer) if q.get('p99_us')]
+        # The generator's busiest round at this point (either server): at 0.9 or more it
+        # queues requests itself, and the ratio measures it as much as the servers.
+        gens = [r['generator_busy'] for r in mine + peer if r.get('generator_busy') is not None and r.get('isolate') == 'fifo']
         if ratios:
-            pairs.append((p, c, f, s, sorted(ratios)))
+            pairs.append((p, c, f, s, sorted(ratios), max(gens) if gens else None))
 if pairs:
     print()
-    print("| protocol | connections | % of peer peak | server | p99 / peer's p99, same round (min–med–max) | rounds at or under the peer |")
-    print("|---|---:|---|---|---|---:|")
-    for p, c, f, s, r in pairs:
+    print("| protocol | connections | % of peer peak | server | p99 / peer's p99, same round (min–med–max) | rounds at or under the peer | generator busy (max) |")
+    print("|---|---:|---|---|---|---:|---:|")
+    for p, c, f, s, r, g in pairs:
         under = sum(1 for x in r if x <= 1.0)
-        print(f"| {p} | {c} | {f} % | {s} | {r[0]:.2f}–{statistics.median(r):.2f}–{r[-1]:.2f} | {under} of {len(r)} |")
+        gen = "–" if g is None else (f"{g:.2f} (generator-bound)" if g >= 0.9 else f"{g:.2f}")
+        print(f"| {p} | {c} | {f} % | {s} | {r[0]:.2f}–{statistics.median(r):.2f}–{r[-1]:.2f} | {under} of {len(r)} | {gen} |")
 EOF
 }
 
