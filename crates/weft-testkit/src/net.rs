@@ -29,13 +29,105 @@ pub fn server_from_env() -> Option<SocketAddr> {
     Some(addr)
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released; good enough for a child to take).
+/// Ports below this are left alone (services, and the low ports some hosts reserve).
+const FREE_PORT_FLOOR: u16 = 20_000;
+
+/// A free TCP port on 127.0.0.1 for a child to bind (bound here and released).
+///
+/// Taken outside the kernel's ephemeral range (`ip_local_port_range`) when the range leaves
+/// room, at random, and never the same twice in one process: a port from the ephemeral range
+/// can be taken between this call and the child's `bind` by any `connect` or `bind(0)` on the
+/// host (a test's clients, another test's server), and the child then exits with
+/// `EADDRINUSE`. Falls back to a port the kernel picks.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let given = given.get_or_insert_with(HashSet::new);
+    let candidates = ports_outside_ephemeral();
+    if !candidates.is_empty() {
+        let mut x = random_seed();
+        for _ in 0..200 {
+            // xorshift64
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let port = candidates.pick(x);
+            if given.contains(&port) {
+                continue;
+            }
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                given.insert(port);
+                return port;
+            }
+        }
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port()
+        .port();
+    given.insert(port);
+    port
+}
+
+/// The ports from [`FREE_PORT_FLOOR`] up that lie outside the ephemeral range, as two spans.
+struct PortSpans([(u16, u16); 2]);
+
+impl PortSpans {
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn len(&self) -> u64 {
+        self.0
+            .iter()
+            .map(|&(lo, hi)| if hi >= lo { (hi - lo) as u64 + 1 } else { 0 })
+            .sum()
+    }
+
+    /// The port at `x` modulo the number of ports, counting through both spans.
+    fn pick(&self, x: u64) -> u16 {
+        let mut i = x % self.len();
+        for &(lo, hi) in &self.0 {
+            if hi < lo {
+                continue;
+            }
+            let n = (hi - lo) as u64 + 1;
+            if i < n {
+                return lo + i as u16;
+            }
+            i -= n;
+        }
+        unreachable!("i < len")
+    }
+}
+
+fn ports_outside_ephemeral() -> PortSpans {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok();
+    let bounds: Vec<u16> = range
+        .as_deref()
+        .unwrap_or("")
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    match bounds[..] {
+        [lo, hi] if lo <= hi => PortSpans([
+            (FREE_PORT_FLOOR, lo.saturating_sub(1)),
+            (
+                hi.saturating_add(1).max(FREE_PORT_FLOOR),
+                if hi == u16::MAX { 0 } else { u16::MAX },
+            ),
+        ]),
+        _ => PortSpans([(1, 0), (1, 0)]),
+    }
+}
+
+/// A seed that differs between processes and calls.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one((std::process::id(), Instant::now())) | 1
 }
 
 /// Waits (up to 10 s) until `child` (or, without one, anything) accepts on `addr`. With
@@ -237,6 +329,36 @@ mod tests {
             child.wait().unwrap();
             assert!(got.is_ok(), "{wrap:?}: {got:?}");
         }
+    }
+
+    /// Free ports stay out of the ephemeral range (where any `connect` may take them) and
+    /// are not handed out twice.
+    #[test]
+    fn free_ports_avoid_the_ephemeral_range_and_repeat_nothing() {
+        let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+        let b: Vec<u16> = range
+            .split_whitespace()
+            .map(|v| v.parse().unwrap())
+            .collect();
+        let ports: Vec<u16> = (0..50).map(|_| free_port()).collect();
+        if ports_outside_ephemeral().len() > 1000 {
+            for &p in &ports {
+                assert!(p < b[0] || p > b[1], "{p} is in the ephemeral range {b:?}");
+                assert!(p >= FREE_PORT_FLOOR, "{p}");
+            }
+        }
+        let distinct: std::collections::HashSet<_> = ports.iter().collect();
+        assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+    }
+
+    #[test]
+    fn port_spans_count_through_both() {
+        let spans = PortSpans([(20_000, 20_002), (61_000, 61_001)]);
+        assert_eq!(spans.len(), 5);
+        let picked: Vec<u16> = (0..5).map(|i| spans.pick(i)).collect();
+        assert_eq!(picked, [20_000, 20_001, 20_002, 61_000, 61_001]);
+        assert_eq!(spans.pick(5), 20_000);
+        assert!(PortSpans([(1, 0), (1, 0)]).is_empty());
     }
 
     /// A child that exits first is reported as exited, so the caller can retry elsewhere.
