@@ -61,10 +61,7 @@ pub fn start_memcached(extra: &[&str]) -> Option<(ChildGuard, SocketAddr)> {
         missing(MEMCACHED, &install_hint("memcached"));
         return None;
     }
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let port = free_port();
+    let started = start_listening(|port| {
         let mut cmd = Command::new(MEMCACHED);
         cmd.args(["-U", "0", "-l", "127.0.0.1", "-p", &port.to_string()])
             .args(extra)
@@ -74,19 +71,35 @@ pub fn start_memcached(extra: &[&str]) -> Option<(ChildGuard, SocketAddr)> {
         if is_root() {
             cmd.args(["-u", "root"]);
         }
-        let mut child = ChildGuard(cmd.spawn().expect("spawn memcached"));
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        ChildGuard(cmd.spawn().expect("spawn memcached"))
+    });
+    Some(started.unwrap_or_else(|e| panic!("memcached {extra:?}: {e}")))
+}
+
+/// How many ports a server is started on before its failing to listen fails the test:
+/// another process can take a [`free_port`] before the server binds it, and the server then
+/// exits.
+pub const START_ATTEMPTS: u32 = 4;
+
+/// Starts a server with `spawn(port)` on a [`free_port`] and waits (up to 10 s) until it
+/// listens there ([`listening_within`]). A server that exits first is started again on
+/// another port, up to [`START_ATTEMPTS`] times in all; `Err` is the last failure.
+pub fn start_listening(
+    mut spawn: impl FnMut(u16) -> ChildGuard,
+) -> Result<(ChildGuard, SocketAddr), NotListening> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let port = free_port();
+        let mut child = spawn(port);
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
         match listening_within(addr, Some(&mut child.0), Duration::from_secs(10)) {
-            Ok(()) => return Some((child, addr)),
+            Ok(()) => return Ok((child, addr)),
             Err(NotListening::Exited(_)) if attempt < START_ATTEMPTS => continue,
-            Err(e) => panic!("memcached {extra:?}: {e}"),
+            Err(e) => return Err(e),
         }
     }
 }
-
-/// How many ports a peer is started on before its failing to listen fails the test: another
-/// process can take a [`free_port`] before the peer binds it, and the peer then exits.
-pub const START_ATTEMPTS: u32 = 4;
 
 /// Starts nginx (`nginx`, from [`require`]) on a free localhost port with the configuration
 /// `config(port)` written to `work/nginx.conf`, its prefix and startup log in `work`, and
@@ -98,14 +111,11 @@ pub fn start_nginx(
     work: &Path,
     config: impl Fn(u16) -> String,
 ) -> (ChildGuard, SocketAddr) {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let port = free_port();
-        let conf = work.join("nginx.conf");
+    let conf = work.join("nginx.conf");
+    let log = work.join("nginx-error.log");
+    let started = start_listening(|port| {
         std::fs::write(&conf, config(port)).unwrap();
-        let log = work.join("nginx-error.log");
-        let mut child = ChildGuard(
+        ChildGuard(
             Command::new(nginx)
                 .arg("-e")
                 .arg(&log)
@@ -116,15 +126,10 @@ pub fn start_nginx(
                 .stdin(Stdio::null())
                 .spawn()
                 .expect("spawn nginx"),
-        );
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        match listening_within(addr, Some(&mut child.0), Duration::from_secs(10)) {
-            Ok(()) => return (child, addr),
-            Err(NotListening::Exited(_)) if attempt < START_ATTEMPTS => continue,
-            Err(e) => {
-                let log = std::fs::read_to_string(&log).unwrap_or_default();
-                panic!("nginx {e}; its log:\n{log}");
-            }
-        }
-    }
+        )
+    });
+    started.unwrap_or_else(|e| {
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        panic!("nginx {e}; its log:\n{log}");
+    })
 }

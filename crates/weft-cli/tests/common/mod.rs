@@ -5,9 +5,8 @@
 
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use weft_testkit::{free_port, is_root, ChildGuard, NotListening};
+use weft_testkit::{is_root, ChildGuard};
 
 /// The binary under test.
 pub fn weft() -> Command {
@@ -51,20 +50,12 @@ pub fn start_memcached(extra: &[&str]) -> (ChildGuard, SocketAddr) {
 
 /// [`start_memcached`] with `-t threads` (weft refuses a repeated `-t`).
 pub fn start_memcached_threads(threads: &str, extra: &[&str]) -> (ChildGuard, SocketAddr) {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let port = free_port().to_string();
+    let started = weft_testkit::start_listening(|port| {
+        let port = port.to_string();
         let mut args = vec!["-p", &port, "-l", "127.0.0.1", "-U", "0", "-t", threads];
         args.extend_from_slice(extra);
-        let mut guard = ChildGuard(memcached_command(&args).spawn().unwrap());
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let within = Duration::from_secs(10);
-        match weft_testkit::listening_within(addr, Some(&mut guard.0), within) {
-            Ok(()) => return (guard, addr),
-            // Another process took the free port first (its stderr, above, says so).
-            Err(NotListening::Exited(_)) if attempt < weft_testkit::START_ATTEMPTS => continue,
-            Err(e) => panic!("weft memcached {extra:?}: {e}; its stderr is above"),
-        }
-    }
+        ChildGuard(memcached_command(&args).spawn().unwrap())
+    });
+    // A start whose port another process took first is retried (its stderr, above, says so).
+    started.unwrap_or_else(|e| panic!("weft memcached {extra:?}: {e}; its stderr is above"))
 }
