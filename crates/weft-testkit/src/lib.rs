@@ -15,12 +15,10 @@ mod net;
 mod peers;
 mod process;
 
-pub use net::{
-    free_port, listening_within, server_from_env, wait_listening, NotListening, SERVER_ENV,
-};
+pub use net::{free_port, listening_within, server_from_env, NotListening, SERVER_ENV};
 pub use peers::{
     find_program, install_hint, missing, require, start_listening, start_memcached, start_nginx,
-    MEMCACHED, START_ATTEMPTS,
+    MEMCACHED,
 };
 pub use process::{
     descriptor_table_size, is_root, settle_count, status_kib, threads_named, wait_exit, ChildGuard,

@@ -47,13 +47,10 @@ pub fn free_port() -> u16 {
     let given = given.get_or_insert_with(HashSet::new);
     let candidates = ports_outside_ephemeral();
     if !candidates.is_empty() {
-        let mut x = random_seed();
-        for _ in 0..200 {
-            // xorshift64
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let port = candidates.pick(x);
+        // A fresh `RandomState` is randomly keyed: its hash of the attempt is a random draw.
+        let random = std::hash::RandomState::new();
+        for attempt in 0..200u32 {
+            let port = candidates.pick(std::hash::BuildHasher::hash_one(&random, attempt));
             if given.contains(&port) {
                 continue;
             }
@@ -124,20 +121,6 @@ fn ports_outside_ephemeral() -> PortSpans {
     }
 }
 
-/// A seed that differs between processes and calls.
-fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, RandomState};
-    RandomState::new().hash_one((std::process::id(), Instant::now())) | 1
-}
-
-/// Waits (up to 10 s) until `child` (or, without one, anything) accepts on `addr`. With
-/// `child`, its early exit fails the test at once, with `what` and its status.
-pub fn wait_listening(addr: SocketAddr, child: Option<&mut Child>, what: &str) {
-    if let Err(e) = listening_within(addr, child, Duration::from_secs(10)) {
-        panic!("{what}: {e}");
-    }
-}
-
 /// Why a child did not come to listen: it exited first (most often because another process
 /// took the free port between [`free_port`] and the child's `bind`; start it again on another
 /// port), or the time ran out.
@@ -198,7 +181,7 @@ pub fn listening_within(
 /// Whether a TCP socket listening on `port` is held by process `pid` or one of its
 /// descendants (nginx's master holds its listeners; a forking daemon's child may). `None`
 /// where `/proc` cannot tell (not Linux): the caller takes the connection as proof.
-pub fn listener_is_in_tree(pid: u32, port: u16) -> Option<bool> {
+fn listener_is_in_tree(pid: u32, port: u16) -> Option<bool> {
     let inodes = listening_inodes(port)?;
     let mut pending = vec![pid];
     let mut seen = Vec::new();
