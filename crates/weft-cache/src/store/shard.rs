@@ -4,7 +4,17 @@
 //!
 //! Invariants: every used slot is in the table exactly once and in its class's LRU list
 //! exactly once; free slots are on the free list and nowhere else; `index_bytes` is the sum
-//! of the used slots' [`index_bytes`].
+//! of the used slots' [`index_bytes`]. A table element ([`Indexed`]) names its slot and
+//! where that item's key starts in its first chunk: a used slot's first chunk and key never
+//! change while the item is in the table (an item is rewritten only after its key, and a
+//! page leaves its class only after its items were removed), so the key bytes the element
+//! points at stay the item's own until [`Shard::remove`] takes the element out.
+//!
+//! Why the key pointer: a lookup then compares keys without loading the slot, so the
+//! chain of dependent cache misses per lookup is control bytes → element → key, with the
+//! slot's load (the caller's next step, whose address the element gives) overlapping the
+//! key's instead of preceding it. At thousands of connections the slots are cold and that
+//! chain is most of a `get`'s time in the store (`docs/notes/scale.md`).
 //!
 //! The lists are memcached's segmented LRU reduced to one list per class: a fetch does not
 //! move an item, it marks it [`ACTIVE`]; eviction takes the tail, but an active item found
@@ -22,6 +32,47 @@ use super::entry::{index_bytes, Entry, ACTIVE, NIL};
 /// `lru_pull_tail` searches 5 items).
 pub const SECOND_CHANCES: usize = 5;
 
+/// What the table holds for an item: its slot, and its key's start and length (see the
+/// module docs), packed into 12 bytes (4 more than a slot index and a control byte): the
+/// key's address in the low 56 bits of `key` and its length in the top 8.
+#[derive(Debug, Clone, Copy)]
+struct Indexed {
+    key: [u32; 2],
+    idx: u32,
+}
+
+/// Addresses the packing holds (user-space addresses on Linux stay below 2^47, or 2^56
+/// with 5-level page tables).
+const KEY_ADDR_BITS: u32 = 56;
+
+impl Indexed {
+    fn of(idx: u32, e: &Entry) -> Indexed {
+        // Exposed, so `key` may turn the address back into a pointer.
+        let addr = e.first.start().as_ptr().expose_provenance() as u64;
+        assert!(
+            addr >> KEY_ADDR_BITS == 0,
+            "weft: a slab address above 2^{KEY_ADDR_BITS}"
+        );
+        let packed = addr | u64::from(e.key_len) << KEY_ADDR_BITS;
+        Indexed {
+            key: [packed as u32, (packed >> 32) as u32],
+            idx,
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        let packed = u64::from(self.key[0]) | u64::from(self.key[1]) << 32;
+        let addr = (packed & ((1 << KEY_ADDR_BITS) - 1)) as usize;
+        let len = (packed >> KEY_ADDR_BITS) as usize;
+        let ptr = std::ptr::with_exposed_provenance::<u8>(addr);
+        // SAFETY: the element is in the table, so its item is, and `addr` is that item's
+        // first chunk's start (exposed in `of`), where its `len` key bytes are; they live
+        // and do not change until the item leaves the table (module invariants,
+        // `Chunk::start`), and the shard's lock keeps writers out while `&Shard` is held.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
+}
+
 #[derive(Debug)]
 enum Slot {
     Used(Entry),
@@ -31,7 +82,7 @@ enum Slot {
 /// A shard's items. All methods run under the shard's lock.
 #[derive(Debug)]
 pub struct Shard {
-    table: HashTable<u32>,
+    table: HashTable<Indexed>,
     slots: Vec<Slot>,
     free_head: u32,
     /// Per class (index = class id): most recently used.
@@ -84,10 +135,10 @@ impl Shard {
         self.len
     }
 
-    /// The hash table's slots and their bytes (a slot index and a control byte each).
+    /// The hash table's slots and their bytes (an [`Indexed`] and a control byte each).
     pub fn table_size(&self) -> (usize, usize) {
         let slots = self.table.capacity();
-        (slots, slots * (std::mem::size_of::<u32>() + 1))
+        (slots, slots * (std::mem::size_of::<Indexed>() + 1))
     }
 
     #[cfg(test)]
@@ -137,12 +188,7 @@ impl Shard {
 
     /// The slot holding `key`, whatever its liveness.
     pub fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
-        self.table
-            .find(hash, |&i| match &self.slots[i as usize] {
-                Slot::Used(e) => e.key() == key,
-                Slot::Free { .. } => false,
-            })
-            .copied()
+        self.table.find(hash, |ix| ix.key() == key).map(|ix| ix.idx)
     }
 
     pub fn entry(&self, idx: u32) -> &Entry {
@@ -217,9 +263,10 @@ impl Shard {
             self.slots.push(Slot::Used(entry));
             (self.slots.len() - 1) as u32
         };
+        let indexed = Indexed::of(idx, self.entry(idx));
         let slots = &self.slots;
         self.table
-            .insert_unique(hash, idx, |&i| match &slots[i as usize] {
+            .insert_unique(hash, indexed, |ix| match &slots[ix.idx as usize] {
                 Slot::Used(e) => e.hash,
                 Slot::Free { .. } => 0,
             });
@@ -233,7 +280,7 @@ impl Shard {
     pub fn remove(&mut self, idx: u32) -> (Entry, usize) {
         self.detach(idx);
         let hash = self.entry(idx).hash;
-        match self.table.find_entry(hash, |&i| i == idx) {
+        match self.table.find_entry(hash, |ix| ix.idx == idx) {
             Ok(o) => {
                 o.remove();
             }
@@ -384,5 +431,41 @@ mod tests {
         assert!(s.is_empty());
         assert_eq!(s.tail(1), None);
         assert_eq!(slabs.usage(1).used_chunks, 0);
+    }
+
+    #[test]
+    fn lookups_compare_whole_keys_through_growth_and_removal() {
+        let slabs = Slabs::new(SizeClasses::default(), PAGE_BYTES);
+        assert!(slabs.add_page(1, || true));
+        let mut s = Shard::default();
+        // Every hash collides, so only the key comparison (through the element's key
+        // address and length) tells items apart; keys that are prefixes of each other
+        // check the length. 500 items grow the table several times.
+        let keys: Vec<Vec<u8>> = (0..500)
+            .map(|i| ("k".repeat(1 + i % 7) + &i.to_string()).into_bytes())
+            .collect();
+        let idx: Vec<u32> = keys
+            .iter()
+            .map(|k| s.insert(entry(&slabs, k, 7)).0)
+            .collect();
+        for (k, &i) in keys.iter().zip(&idx) {
+            assert_eq!(s.find(7, k), Some(i), "{}", String::from_utf8_lossy(k));
+            assert_eq!(
+                s.find(7, &k[..k.len() - 1]),
+                keys_find(&keys, &idx, &k[..k.len() - 1])
+            );
+        }
+        for &i in idx.iter().step_by(2) {
+            s.remove(i).0.into_chunks().for_each(|c| slabs.free(c));
+        }
+        for (n, (k, &i)) in keys.iter().zip(&idx).enumerate() {
+            let want = (n % 2 == 1).then_some(i);
+            assert_eq!(s.find(7, k), want, "{}", String::from_utf8_lossy(k));
+        }
+    }
+
+    /// The slot of `key` among `keys`, if it is one of them.
+    fn keys_find(keys: &[Vec<u8>], idx: &[u32], key: &[u8]) -> Option<u32> {
+        keys.iter().position(|k| k == key).map(|p| idx[p])
     }
 }

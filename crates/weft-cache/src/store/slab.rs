@@ -58,6 +58,12 @@ impl Chunk {
         self.class
     }
 
+    /// Where its bytes start: for an index that reads them later under the same owner's
+    /// rules (pages stay mapped while the `Slabs` lives).
+    pub fn start(&self) -> NonNull<u8> {
+        self.ptr
+    }
+
     /// The chunk's bytes.
     pub fn bytes(&self) -> &[u8] {
         // SAFETY: `ptr..ptr+cap` lies inside one page of the reservation, which stays
