@@ -40,15 +40,16 @@
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::io;
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use super::keep_tick::KeepTick;
 use super::{DriverShared, PollMode};
 use crate::io::behind;
-use crate::io::op::{Completion, ACK, DONE};
+use crate::io::op::{self, Completion, ACK, DONE};
 
 /// Submission queue entries per ring.
 const SQ_ENTRIES: u32 = 256;
@@ -62,6 +63,8 @@ const SUBMIT_BATCH: u32 = 32;
 const SUBMIT_EVERY_ROUNDS: u64 = 16;
 /// `IORING_ENTER_GETEVENTS` (`include/uapi/linux/io_uring.h`).
 const ENTER_GETEVENTS: u32 = 1;
+/// How many completions `drain` takes from the ring at a time (and prefetches ahead).
+const DRAIN_BATCH: usize = 32;
 /// `user_data` of the eventfd read.
 const WAKER: u64 = 1;
 /// `user_data` of the `ASYNC_CANCEL` for the eventfd read, when the ring is dropped.
@@ -390,36 +393,56 @@ impl Uring {
     fn drain(&self) -> usize {
         let mut woken = 0;
         let mut waked = false;
+        let mut batch = [const { MaybeUninit::<cqueue::Entry>::uninit() }; DRAIN_BATCH];
         loop {
-            let cqe = {
+            let cqes = {
                 let mut ring = self.ring.borrow_mut();
                 let mut cq = ring.completion();
-                cq.next()
+                cq.fill(&mut batch)
             };
-            let Some(cqe) = cqe else { break };
-            let data = cqe.user_data();
-            if data == WAKER {
-                self.waker_posted.set(false);
-                self.post_waker();
-                waked = true;
-            } else if data == WAKER_CANCEL {
-                // Only submitted by `drop`.
-            } else if data == KEEPER {
-                self.keep.fired();
-            } else if data & 3 == behind::TAG {
-                // SAFETY: a write-behind send's completion, reported once, here.
-                unsafe { behind::complete(data, cqe.result()) };
-                self.in_flight.set(self.in_flight.get() - 1);
-            } else if data & 1 == 1 {
-                // SAFETY: a cancel's record lives until its fiber sees ACK (op::Completion).
-                unsafe { Completion::finish(data as usize & !1, None, ACK) };
-                self.in_flight.set(self.in_flight.get() - 1);
-                woken += 1;
-            } else {
-                // SAFETY: an operation's record lives until its fiber sees DONE.
-                unsafe { Completion::finish(data as usize, Some(cqe.result()), DONE) };
-                self.in_flight.set(self.in_flight.get() - 1);
-                woken += 1;
+            if cqes.is_empty() {
+                break;
+            }
+            // Two passes of hints before the real one: the records (on their fibers'
+            // stacks), then the fibers they name, so the batch's cold lines load together.
+            for cqe in cqes.iter() {
+                if is_operation(cqe.user_data()) {
+                    op::prefetch(cqe.user_data() as *const u8);
+                }
+            }
+            for cqe in cqes.iter() {
+                if is_operation(cqe.user_data()) {
+                    // SAFETY: an operation's record lives until its fiber sees DONE, which
+                    // the loop below publishes only after this pass.
+                    unsafe { Completion::prefetch_waiter(cqe.user_data() as usize) };
+                }
+            }
+            for cqe in cqes.iter() {
+                let data = cqe.user_data();
+                if data == WAKER {
+                    self.waker_posted.set(false);
+                    self.post_waker();
+                    waked = true;
+                } else if data == WAKER_CANCEL {
+                    // Only submitted by `drop`.
+                } else if data == KEEPER {
+                    self.keep.fired();
+                } else if data & 3 == behind::TAG {
+                    // SAFETY: a write-behind send's completion, reported once, here.
+                    unsafe { behind::complete(data, cqe.result()) };
+                    self.in_flight.set(self.in_flight.get() - 1);
+                } else if data & 1 == 1 {
+                    // SAFETY: a cancel's record lives until its fiber sees ACK
+                    // (op::Completion).
+                    unsafe { Completion::finish(data as usize & !1, None, ACK) };
+                    self.in_flight.set(self.in_flight.get() - 1);
+                    woken += 1;
+                } else {
+                    // SAFETY: an operation's record lives until its fiber sees DONE.
+                    unsafe { Completion::finish(data as usize, Some(cqe.result()), DONE) };
+                    self.in_flight.set(self.in_flight.get() - 1);
+                    woken += 1;
+                }
             }
         }
         if woken > 0 || waked {
@@ -427,6 +450,12 @@ impl Uring {
         }
         woken
     }
+}
+
+/// Whether a completion's `user_data` is an operation's record (not a cancel, a write-behind
+/// send, or one of the driver's own).
+fn is_operation(data: u64) -> bool {
+    data & 3 == 0 && data != WAKER && data != WAKER_CANCEL && data != KEEPER
 }
 
 impl Drop for Uring {
