@@ -240,11 +240,12 @@ pub fn log_tail(log: &Path) -> String {
     lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released; good enough for a child to take).
+/// A free TCP port on 127.0.0.1 for a server child to bind: outside the kernel's ephemeral
+/// range, never the same twice in one run (`weft_testkit::free_port`). A port from
+/// `bind(0)` would be an ephemeral one, which the clients of the previous measurement (in
+/// `TIME_WAIT`) or of this one can take before the server binds it.
 pub fn free_port() -> io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(weft_testkit::free_port())
 }
 
 /// Finds `name` on PATH or in the usual sbin directories.
@@ -282,4 +283,31 @@ pub fn memcached_flags(port: &str, memory_mb: u32, connections: u32) -> Vec<Stri
         flags.extend(["-u".into(), "root".into()]);
     }
     flags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's ephemeral port range, `(low, high)`.
+    fn ephemeral_range() -> (u16, u16) {
+        let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+        let v: Vec<u16> = text
+            .split_whitespace()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        (v[0], v[1])
+    }
+
+    /// A port from the ephemeral range can be taken by any client's `connect` before the
+    /// server binds it (after a 15,360-connection run, its `TIME_WAIT` sockets hold thousands
+    /// of them), and the server then exits with `EADDRINUSE`.
+    #[test]
+    fn free_ports_are_outside_the_ephemeral_range() {
+        let (lo, hi) = ephemeral_range();
+        for _ in 0..50 {
+            let port = free_port().unwrap();
+            assert!(!(lo..=hi).contains(&port), "{port} is in {lo}-{hi}");
+        }
+    }
 }
