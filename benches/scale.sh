@@ -64,6 +64,34 @@ ulimit -n "$(ulimit -Hn)"
 [ "$(ulimit -n)" -ge 16000 ] || { echo "scale.sh: need ulimit -n >= 16000 (hard limit $(ulimit -Hn))" >&2; exit 2; }
 cc -O2 -o "$work/openloop" benches/openloop/openloop.c -lpthread -lm
 
+# Nothing else may be using the two CPUs: a stray busy process (a forgotten client loop, a
+# build) on CPU 0 takes the server's idle time and moves every figure (once: 0.67 -> 0.80 of
+# a core for the same server and load). One second of /proc/stat before anything starts.
+cpu_busy_now() {
+  python3 - <<'PY'
+import time
+def read():
+    out = {}
+    for line in open("/proc/stat"):
+        f = line.split()
+        if f[0] in ("cpu0", "cpu1"):
+            v = list(map(int, f[1:]))
+            out[f[0]] = (sum(v), v[3] + v[4])
+    return out
+a = read(); time.sleep(1); b = read()
+for cpu in sorted(b):
+    total = b[cpu][0] - a[cpu][0]
+    idle = b[cpu][1] - a[cpu][1]
+    print(cpu, round(1 - idle / total, 2) if total else 0.0)
+PY
+}
+while read -r cpu busy; do
+  if python3 -c "import sys; sys.exit(0 if float('$busy') > 0.1 else 1)"; then
+    echo "# warning: $cpu was $busy busy before the benchmark started; the busiest processes:" >&2
+    ps -eo pid,psr,pcpu,etime,comm --sort=-pcpu | head -6 | sed 's/^/#   /' >&2
+  fi
+done < <(cpu_busy_now)
+
 # The static file and nginx's configuration: the settings of crates/weft-load/src/nginx.rs, the
 # template every benchmark and experiment uses (keep the two the same).
 mkdir -p "$work/www"
