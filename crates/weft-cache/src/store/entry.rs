@@ -166,9 +166,10 @@ pub fn malloc_chunk_bytes(n: usize) -> usize {
     ((n + 8 + 15) & !15).max(32)
 }
 
-/// The hash-table cost of one item: its bucket (a `u32` slot index and a control byte) at the
-/// table's lowest load after it doubles (7/16), rounded up.
-pub const TABLE_BYTES_PER_ITEM: usize = 16;
+/// The hash-table cost of one item: its bucket (a 12-byte element, the slot index and the
+/// key's address, and a control byte) at the table's lowest load after it doubles (7/16),
+/// rounded up.
+pub const TABLE_BYTES_PER_ITEM: usize = 32;
 
 /// What one item takes outside its chunks, charged against `-m` beside the pages: its slot
 /// (an [`Entry`] in the shard's slot vector), its hash-table bucket, and for a chained item

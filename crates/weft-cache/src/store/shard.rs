@@ -391,6 +391,18 @@ mod tests {
     }
 
     #[test]
+    fn an_items_table_charge_covers_its_element_at_the_lowest_load() {
+        // entry::index_bytes charges TABLE_BYTES_PER_ITEM for the item's table slot: an
+        // element and its control byte, at the load just after the table doubles (7/16).
+        let bytes = std::mem::size_of::<Indexed>() + 1;
+        assert!(
+            super::super::entry::TABLE_BYTES_PER_ITEM * 7 >= bytes * 16,
+            "{bytes} bytes a slot need {} per item",
+            (bytes * 16).div_ceil(7)
+        );
+    }
+
+    #[test]
     fn a_slot_is_the_size_of_its_entry() {
         // entry::index_bytes charges an item size_of::<Entry>() for its slot.
         assert_eq!(std::mem::size_of::<Slot>(), std::mem::size_of::<Entry>());
