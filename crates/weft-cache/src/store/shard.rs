@@ -33,7 +33,7 @@ use super::entry::{index_bytes, Entry, ACTIVE, NIL};
 pub const SECOND_CHANCES: usize = 5;
 
 /// What the table holds for an item: its slot, and its key's start and length (see the
-/// module docs), packed into 12 bytes (4 more than a slot index and a control byte): the
+/// module docs), packed into 12 bytes (8 more than a bare slot index): the
 /// key's address in the low 56 bits of `key` and its length in the top 8.
 #[derive(Debug, Clone, Copy)]
 struct Indexed {
