@@ -67,8 +67,7 @@ cc -O2 -o "$work/openloop" benches/openloop/openloop.c -lpthread -lm
 # Nothing else may be using the two CPUs: a stray busy process (a forgotten client loop, a
 # build) on CPU 0 takes the server's idle time and moves every figure (once: 0.67 -> 0.80 of
 # a core for the same server and load). One second of /proc/stat before anything starts.
-cpu_busy_now() {
-  python3 - <<'PY'
+busy_cpus=$(python3 - <<'PY'
 import time
 def read():
     out = {}
@@ -81,16 +80,15 @@ def read():
 a = read(); time.sleep(1); b = read()
 for cpu in sorted(b):
     total = b[cpu][0] - a[cpu][0]
-    idle = b[cpu][1] - a[cpu][1]
-    print(cpu, round(1 - idle / total, 2) if total else 0.0)
+    busy = 1 - (b[cpu][1] - a[cpu][1]) / total if total else 0.0
+    if busy > 0.1:
+        print(f"{cpu} {busy:.2f}")
 PY
-}
-while read -r cpu busy; do
-  if python3 -c "import sys; sys.exit(0 if float('$busy') > 0.1 else 1)"; then
-    echo "# warning: $cpu was $busy busy before the benchmark started; the busiest processes:" >&2
-    ps -eo pid,psr,pcpu,etime,comm --sort=-pcpu | head -6 | sed 's/^/#   /' >&2
-  fi
-done < <(cpu_busy_now)
+)
+if [ -n "$busy_cpus" ]; then
+  echo "# warning: busy before the benchmark started (CPU, fraction): $(echo $busy_cpus); the busiest processes:" >&2
+  ps -eo pid,psr,pcpu,etime,comm --sort=-pcpu | head -6 | sed 's/^/#   /' >&2
+fi
 
 # The static file and nginx's configuration: the settings of crates/weft-load/src/nginx.rs, the
 # template every benchmark and experiment uses (keep the two the same).

@@ -112,7 +112,7 @@ impl Completion {
     pub(crate) unsafe fn prefetch_waiter(record: usize) {
         // SAFETY: forwarded from the caller.
         let rec = unsafe { &*(record as *const Completion) };
-        prefetch(Arc::as_ptr(&rec.waiter.0).cast());
+        crate::fiber::park::prefetch(Arc::as_ptr(&rec.waiter.0).cast());
     }
 
     /// The fiber's side: parks until the operation is over (see the module docs). Returns the
@@ -173,19 +173,6 @@ impl Completion {
         }
         self.owner.request_cancel(self);
     }
-}
-
-/// A hint to bring the line at `addr` into the cache; never faults, reads nothing.
-#[inline(always)]
-pub(crate) fn prefetch(addr: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 is a hint: it does not fault on any address and changes no state
-    // a program can observe; SSE is part of the x86_64 baseline.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
 }
 
 /// The driver of the processor running the calling fiber; `None` on plain threads.

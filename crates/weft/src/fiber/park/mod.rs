@@ -20,7 +20,9 @@ mod wait_node;
 
 use std::time::Instant;
 
-pub(crate) use self::switch::{finish_park, park_current, park_fiber, unpark, unpark_owned};
+pub(crate) use self::switch::{
+    finish_park, park_current, park_fiber, prefetch, unpark, unpark_owned,
+};
 pub(crate) use crate::ctx::WaitNode;
 use crate::fiber::core::FiberRef;
 use crate::fiber::current::{current_fiber_ptr, current_ref, fiber_is_cancelled};

@@ -48,8 +48,9 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use super::keep_tick::KeepTick;
 use super::{DriverShared, PollMode};
+use crate::fiber::park::prefetch;
 use crate::io::behind;
-use crate::io::op::{self, Completion, ACK, DONE};
+use crate::io::op::{Completion, ACK, DONE};
 
 /// Submission queue entries per ring.
 const SQ_ENTRIES: u32 = 256;
@@ -407,7 +408,7 @@ impl Uring {
             // stacks), then the fibers they name, so the batch's cold lines load together.
             for cqe in cqes.iter() {
                 if is_operation(cqe.user_data()) {
-                    op::prefetch(cqe.user_data() as *const u8);
+                    prefetch(cqe.user_data() as *const u8);
                 }
             }
             for cqe in cqes.iter() {
