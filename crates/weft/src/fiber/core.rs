@@ -160,10 +160,14 @@ pub(crate) struct Fiber {
     pub(crate) cluster: UnsafeCell<Arc<dyn Scheduler>>,
     /// The body (entry, then coroutine): touched only by the holder of the fiber's `Task`.
     pub(crate) coroutine: UnsafeCell<FiberBody>,
-    /// Bumped by the fiber itself each time it wakes from a park that armed a timer; a timer
-    /// entry armed under an older generation is stale (see `runtime::timer`). Written only by
-    /// the fiber, read by the processors that hold its timer entries.
+    /// Bumped by the fiber itself whenever it gives up the timer entry it armed last (see
+    /// `park::switch`, "Timer entries outlive a wake-up"); an entry armed under an older
+    /// generation is stale (see `runtime::timer`). Written only by the fiber, read by the
+    /// processors that hold its timer entries.
     pub(crate) timer_gen: AtomicU64,
+    /// The deadline of the fiber's live timer entry (armed under the current `timer_gen`), if
+    /// it may still be in a heap: touched only by the fiber itself.
+    pub(crate) timer_live: Cell<Option<Instant>>,
     /// Process-unique, never reused.
     pub(crate) id: u64,
     /// Given at spawn; shown in panics, stack-overflow reports and `Debug`.
@@ -181,8 +185,8 @@ pub(crate) struct Fiber {
     pub(crate) queued_round: AtomicU64,
 }
 
-// SAFETY: the fields that are not thread-safe (`cluster`, `coroutine`, `yielder`, `locals`) are
-// only touched by the one thread that holds the fiber's Task or is running the fiber, as the
+// SAFETY: the fields that are not thread-safe (`cluster`, `coroutine`, `yielder`, `locals`,
+// `timer_live`) are only touched by the one thread that holds the fiber's Task or is running the fiber, as the
 // state machine in the module docs guarantees; the hand-off between threads goes through the
 // queues' and `state`'s release/acquire edges. What runs *inside* the coroutine may be `!Send`:
 // it never changes OS thread once started, because the runtime only resumes a started fiber on

@@ -494,4 +494,10 @@ impl Processor {
     pub(crate) fn add_timer(&self, deadline: Instant, fiber: FiberRef, generation: u64) {
         self.timers.borrow_mut().add(deadline, fiber, generation)
     }
+
+    /// Entries in this processor's timer heap, stale ones included.
+    #[cfg(test)]
+    pub(crate) fn timer_entries(&self) -> usize {
+        self.timers.borrow().len()
+    }
 }

@@ -188,6 +188,9 @@ impl Builder {
                 let me = unsafe { &*me };
                 me.yielder.set(yielder);
                 let result = catch_unwind(AssertUnwindSafe(f));
+                // Its live timer entry, if any, is stale from here: the sweep drops it instead
+                // of keeping the finished fiber's record until the deadline.
+                crate::fiber::park::drop_live_timer(me);
                 // Fiber-locals die with the fiber, on its own stack.
                 // SAFETY: only the fiber itself touches its locals.
                 let locals = unsafe { &mut *me.locals.get() };
@@ -207,6 +210,7 @@ impl Builder {
                 None => Placement::new(self.migratable),
             },
             timer_gen: AtomicU64::new(0),
+            timer_live: Cell::new(None),
             cluster: UnsafeCell::new(cluster),
             coroutine: UnsafeCell::new(FiberBody::Unstarted { stack, entry }),
             yielder: Cell::new(std::ptr::null()),

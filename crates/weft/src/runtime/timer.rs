@@ -4,13 +4,18 @@
 //! fires due entries every few scheduling rounds and bounds its idle sleep by the earliest one.
 //! The fiber may wake for another reason and move to another processor, so it cannot remove its
 //! entry. Instead each entry carries the fiber's *timer generation* at the time it was armed,
-//! and the fiber bumps its generation when it wakes ([`crate::fiber::Fiber::timer_gen`]): an
-//! entry whose generation is no longer the fiber's is stale and never wakes anyone.
+//! and the fiber bumps its generation when it gives the entry up
+//! ([`crate::fiber::Fiber::timer_gen`]): an entry whose generation is no longer the fiber's is
+//! stale and never wakes anyone. A fiber keeps its entry across wake-ups while its next
+//! deadlines are at or a little after it (`fiber::park::switch::reuses_live_timer`): a
+//! connection parked once per request with a keep-alive deadline arms one entry every few
+//! seconds, not one per request. It gives the entry up when it parks without a deadline, with
+//! an earlier one or a much later one, and when it finishes.
 //!
 //! Stale entries are dropped when they come due, and by an incremental sweep: every push looks
 //! at [`SWEEP_PER_PUSH`] entries at a cursor that walks the heap and wraps, and removes the
-//! stale ones. A server keeps one live read deadline per idle connection and leaves one stale
-//! entry per request, so the sweep's work is spread evenly over the pushes that cause it.
+//! stale ones. Each push leaves at most one stale entry behind (the one it replaces), so the
+//! sweep's work is spread evenly over the pushes that cause it.
 //!
 //! Invariants:
 //! - a push does at most [`SWEEP_PER_PUSH`] stale checks and as many O(log n) removals: no
@@ -98,6 +103,12 @@ impl TimerHeap {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.heap.is_empty()
+    }
+
+    /// Entries in the heap, stale ones included.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.heap.len()
     }
 
     /// Removes every entry due at `now` and returns the fibers to wake.
@@ -348,6 +359,94 @@ mod tests {
             })
             .join()
             .unwrap();
+        cluster.shutdown();
+    }
+
+    /// The entries in the current processor's heap (called from a fiber on it).
+    fn entries_here() -> usize {
+        let p = crate::runtime::processor::current();
+        assert!(!p.is_null());
+        // SAFETY: a non-null `current` is this thread's live processor.
+        unsafe { &*p }.timer_entries()
+    }
+
+    /// A connection's fiber parks with a read deadline seconds away once per request and is
+    /// woken by the request long before it. One timer entry serves all those parks: the old
+    /// code armed one per park and left each stale (1,022 entries here, the sweep starting at
+    /// 1,024).
+    #[test]
+    fn a_fiber_woken_before_its_deadline_keeps_one_timer_entry() {
+        const PARKS: usize = 2_000;
+        let cluster = crate::Cluster::builder()
+            .name("timer-reuse")
+            .processors(1)
+            .build()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let parked = Arc::new(AtomicU32::new(0));
+        let seen = parked.clone();
+        let waiter = cluster.spawn(move || {
+            tx.send(current_unparker()).unwrap();
+            let mut woken = 0;
+            while woken < PARKS {
+                seen.fetch_add(1, Ordering::SeqCst);
+                let deadline = Instant::now() + Duration::from_secs(60);
+                if park(Some(deadline)) == Parked::Woken {
+                    woken += 1;
+                }
+            }
+            entries_here()
+        });
+        let unparker = rx.recv().unwrap();
+        let waker = cluster.spawn(move || {
+            for i in 1..=PARKS as u32 {
+                while parked.load(Ordering::SeqCst) < i {
+                    crate::fiber::current::yield_now();
+                }
+                unparker.unpark();
+            }
+        });
+        waker.join().unwrap();
+        let entries = waiter.join().unwrap();
+        assert!(entries <= 2, "{entries} timer entries for {PARKS} parks");
+        cluster.shutdown();
+    }
+
+    /// A kept entry may end a park a little before its deadline, but never as a timeout: the
+    /// park says `Woken`, and the next park (past the kept entry) arms the real deadline.
+    #[test]
+    fn a_kept_timer_entry_never_times_a_park_out_early() {
+        let cluster = crate::Cluster::builder()
+            .name("timer-kept")
+            .processors(1)
+            .build()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let fiber = cluster.spawn(move || {
+            tx.send(current_unparker()).unwrap();
+            let first = Instant::now() + Duration::from_millis(400);
+            assert_eq!(park(Some(first)), Parked::Woken, "the unpark ended it");
+            // 20 ms later, within an eighth of the wait: the first entry is kept.
+            let second = first + Duration::from_millis(20);
+            let mut spurious = 0;
+            loop {
+                match park(Some(second)) {
+                    Parked::TimedOut => break,
+                    Parked::Woken => spurious += 1,
+                    Parked::Cancelled => unreachable!(),
+                }
+            }
+            (Instant::now() >= second, spurious)
+        });
+        let unparker = rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        unparker.unpark();
+        let (on_time, spurious) = fiber.join().unwrap();
+        assert!(on_time, "the park timed out before its deadline");
+        assert_eq!(
+            spurious, 1,
+            "the kept entry woke it once, at the first deadline"
+        );
         cluster.shutdown();
     }
 }

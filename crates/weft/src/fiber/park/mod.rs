@@ -21,7 +21,7 @@ mod wait_node;
 use std::time::Instant;
 
 pub(crate) use self::switch::{
-    finish_park, park_current, park_fiber, prefetch, unpark, unpark_owned,
+    drop_live_timer, finish_park, park_current, park_fiber, prefetch, unpark, unpark_owned,
 };
 pub(crate) use crate::ctx::WaitNode;
 use crate::fiber::core::FiberRef;

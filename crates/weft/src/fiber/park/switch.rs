@@ -35,29 +35,72 @@ pub(crate) unsafe fn park_fiber(me: *const Fiber, deadline: Option<Instant>) {
     if take_token(fiber) {
         return;
     }
-    let armed = match deadline {
-        Some(d) if Instant::now() >= d => return,
+    match deadline {
         Some(d) => {
-            // SAFETY: `me` came from `Arc::as_ptr` of the Task the processor holds while the
-            // fiber runs; one more strong count makes the timer's reference.
-            let own = unsafe {
-                std::sync::Arc::increment_strong_count(me);
-                FiberRef(std::sync::Arc::from_raw(me))
-            };
-            // Only this fiber writes its generation, so a relaxed load sees its own last store.
-            let generation = fiber.timer_gen.load(Ordering::Relaxed);
-            (hooks().arm_timer)(d, own, generation)
+            let now = Instant::now();
+            if now >= d {
+                return;
+            }
+            if !reuses_live_timer(fiber.timer_live.get(), d, now) {
+                drop_live_timer(fiber);
+                // SAFETY: `me` came from `Arc::as_ptr` of the Task the processor holds while
+                // the fiber runs; one more strong count makes the timer's reference.
+                let own = unsafe {
+                    std::sync::Arc::increment_strong_count(me);
+                    FiberRef(std::sync::Arc::from_raw(me))
+                };
+                // Only this fiber writes its generation, so a relaxed load sees its own last
+                // store.
+                let generation = fiber.timer_gen.load(Ordering::Relaxed);
+                if (hooks().arm_timer)(d, own, generation) {
+                    fiber.timer_live.set(Some(d));
+                }
+            }
         }
-        None => false,
-    };
+        // An untimed park is never ended by a timer.
+        None => drop_live_timer(fiber),
+    }
     let here = 0u8;
     fiber
         .stack_hint
         .store(std::ptr::addr_of!(here) as usize, Ordering::Relaxed);
     // SAFETY: forwarded from the caller.
     unsafe { suspend(me, Suspend::Park) };
-    if armed {
-        // Whatever woke us, the entry just armed must not wake a later park.
+}
+
+/// Timer entries outlive a wake-up: whether a park until `deadline` can keep the fiber's live
+/// entry, due at `live`, instead of arming a new one.
+///
+/// Why: a connection's fiber parks with a read deadline once per request (a keep-alive
+/// timeout, seconds to minutes away). Arming an entry per park and making it stale at the
+/// wake-up left one stale entry per request in the processor's heap, and sweeping them cost
+/// two cold loads of other fibers' generations per push: 1.8 % of weft http's CPU at 15,360
+/// connections (`docs/notes/scale.md`, "Timer entries that outlive a wake-up"). A live entry
+/// due a little before the new deadline wakes the fiber that little early instead; the park
+/// returns [`super::Parked::Woken`] (spurious wake-ups are in its contract), and the caller's
+/// next park, past that entry, arms one for the real deadline. So a deadline never fires
+/// early, and a fiber parked with one is woken at most once before it, no earlier than
+/// [`REUSE_FRACTION`] of its wait ahead of it.
+///
+/// Kept when the entry is still ahead (`now < live`), not after the deadline, and at most a
+/// `1 / REUSE_FRACTION` share of the wait before it.
+#[inline]
+pub(crate) fn reuses_live_timer(live: Option<Instant>, deadline: Instant, now: Instant) -> bool {
+    match live {
+        Some(live) if now < live && live <= deadline => {
+            (deadline - live) * REUSE_FRACTION <= deadline - now
+        }
+        _ => false,
+    }
+}
+
+/// A reused entry fires at most `1 / REUSE_FRACTION` of the wait before the deadline.
+pub(crate) const REUSE_FRACTION: u32 = 8;
+
+/// Makes the fiber's live timer entry stale, if it has one (the running fiber only).
+#[inline]
+pub(crate) fn drop_live_timer(fiber: &Fiber) {
+    if fiber.timer_live.take().is_some() {
         let next = fiber.timer_gen.load(Ordering::Relaxed).wrapping_add(1);
         fiber.timer_gen.store(next, Ordering::Release);
     }
@@ -127,4 +170,32 @@ pub(crate) fn finish_park(task: Task) -> Option<Task> {
 /// The fiber's half before switching out: consume a token if one is there.
 pub(crate) fn take_token(fiber: &Fiber) -> bool {
     state::take_token(&fiber.state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{reuses_live_timer, REUSE_FRACTION};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_live_timer_is_kept_only_a_little_ahead_of_the_deadline() {
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        let deadline = now + ms(800);
+        // No entry, or one already due: arm.
+        assert!(!reuses_live_timer(None, deadline, now));
+        assert!(!reuses_live_timer(Some(now), deadline, now));
+        // Due after the deadline: it would fire late.
+        assert!(!reuses_live_timer(Some(deadline + ms(1)), deadline, now));
+        // At the deadline, or up to an eighth of the 800 ms wait before it: kept.
+        assert!(reuses_live_timer(Some(deadline), deadline, now));
+        let most = ms(800) / REUSE_FRACTION;
+        assert!(reuses_live_timer(Some(deadline - most), deadline, now));
+        // Any earlier: it would wake the park too soon.
+        assert!(!reuses_live_timer(
+            Some(deadline - most - ms(1)),
+            deadline,
+            now
+        ));
+    }
 }
