@@ -13,9 +13,10 @@
 //!   nothing is owed to the client; graceful shutdown cancels only idle connections, so a
 //!   response in flight is never cut (see `server.rs`).
 
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weft::net::TcpStream;
@@ -51,6 +52,22 @@ const LINGER: Duration = Duration::from_secs(2);
 /// At most this much is discarded while lingering.
 const LINGER_MAX_BYTES: usize = 1 << 20;
 
+/// A cached body owed to the client: `len` bytes of `file.body` from `start`, after the first
+/// `at` bytes of the connection's `out`.
+struct OwedBody {
+    at: usize,
+    file: Arc<CachedFile>,
+    start: usize,
+    len: usize,
+}
+
+impl OwedBody {
+    fn bytes(&self) -> &[u8] {
+        let body = self.file.body.as_deref().unwrap_or_default();
+        &body[self.start..self.start + self.len]
+    }
+}
+
 /// What answering one request decided.
 struct Answered {
     /// Keep the connection open for another request.
@@ -73,6 +90,8 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr, state: &Atomi
         peer,
         state,
         out: Vec::with_capacity(1024),
+        bodies: Vec::new(),
+        body_bytes: 0,
         nodelay: false,
         answered: 0,
         slot,
@@ -105,8 +124,15 @@ struct Conn<'a> {
     stream: TcpStream,
     peer: SocketAddr,
     state: &'a AtomicU8,
-    /// Responses not yet written.
+    /// Responses not yet written, except the cached bodies in `bodies`.
     out: Vec<u8>,
+    /// Cached bodies owed after parts of `out`, in order: written from the cache with the
+    /// heads around them (one vectored write), not copied into `out` first. At thousands of
+    /// connections `out` is cold, and copying a 4 KiB body into it cost more than the write
+    /// (`docs/notes/scale.md`, "Cached bodies go out from the cache").
+    bodies: Vec<OwedBody>,
+    /// The bytes of `bodies`, in all.
+    body_bytes: usize,
     /// Whether `TCP_NODELAY` is set. It is set only once it matters, as nginx does: before a
     /// body goes out by `send_file` (head and body are two writes) and before a second
     /// request; a one-request connection answered in one write never pays the system call.
@@ -172,7 +198,7 @@ impl Conn<'_> {
                         Ending::Close
                     });
                 }
-                if self.out.len() >= OUT_FLUSH_BYTES {
+                if self.queued_bytes() >= OUT_FLUSH_BYTES {
                     self.flush()?;
                 }
             }
@@ -283,15 +309,55 @@ impl Conn<'_> {
     /// a slow reader, so the admission slot is given back before it (short ones go out without
     /// waiting for the client: the slot stays until the connection reads or closes).
     fn flush(&mut self) -> io::Result<()> {
-        if self.out.len() > SHORT_WRITE_BYTES {
+        if self.queued_bytes() > SHORT_WRITE_BYTES {
             self.slot.release();
         }
-        if !self.out.is_empty() {
-            let r = (&self.stream).write_all(&self.out);
-            self.out.clear();
-            r?;
+        let r = if self.bodies.is_empty() {
+            if self.out.is_empty() {
+                return Ok(());
+            }
+            (&self.stream).write_all(&self.out)
+        } else {
+            self.write_with_bodies()
+        };
+        self.out.clear();
+        self.bodies.clear();
+        self.body_bytes = 0;
+        r
+    }
+
+    /// Bytes answered and not written yet.
+    fn queued_bytes(&self) -> usize {
+        self.out.len() + self.body_bytes
+    }
+
+    /// Owes `len` bytes of `file`'s cached body from `start`, after what `out` holds now.
+    fn push_body(&mut self, file: &Arc<CachedFile>, start: usize, len: usize) {
+        self.bodies.push(OwedBody {
+            at: self.out.len(),
+            file: Arc::clone(file),
+            start,
+            len,
+        });
+        self.body_bytes += len;
+    }
+
+    /// Writes `out` with the owed bodies in their places, in one vectored write (the usual
+    /// case, one response: head, body, nothing after).
+    fn write_with_bodies(&self) -> io::Result<()> {
+        let mut slices = Vec::with_capacity(2 * self.bodies.len() + 1);
+        let mut from = 0;
+        for owed in &self.bodies {
+            if owed.at > from {
+                slices.push(IoSlice::new(&self.out[from..owed.at]));
+            }
+            slices.push(IoSlice::new(owed.bytes()));
+            from = owed.at;
         }
-        Ok(())
+        if self.out.len() > from {
+            slices.push(IoSlice::new(&self.out[from..]));
+        }
+        write_all_vectored(&self.stream, &mut slices)
     }
 
     /// Closes our side, then reads and discards what the client still sends (for at most
@@ -456,7 +522,7 @@ impl Conn<'_> {
     fn send_file_response(
         &mut self,
         req: &Request<'_>,
-        file: &CachedFile,
+        file: &Arc<CachedFile>,
         keep_alive: bool,
     ) -> io::Result<bool> {
         let date = self.date();
@@ -526,9 +592,8 @@ impl Conn<'_> {
             self.log(Some(req), status, 0);
             return Ok(true);
         }
-        if let Some(body) = &file.body {
-            self.out
-                .extend_from_slice(&body[start as usize..(start + len) as usize]);
+        if file.body.is_some() {
+            self.push_body(file, start as usize, len as usize);
             self.log(Some(req), status, len);
             return Ok(true);
         }
@@ -552,7 +617,7 @@ impl Conn<'_> {
     fn send_multipart(
         &mut self,
         req: &Request<'_>,
-        file: &CachedFile,
+        file: &Arc<CachedFile>,
         spans: &[Span],
         keep_alive: bool,
         date: &[u8; crate::date::DATE_BYTES],
@@ -578,11 +643,10 @@ impl Conn<'_> {
             self.log(Some(req), 206, 0);
             return Ok(true);
         }
-        if let Some(body) = &file.body {
+        if file.body.is_some() {
             for (head, s) in part_heads.iter().zip(spans) {
                 self.out.extend_from_slice(head);
-                self.out
-                    .extend_from_slice(&body[s.start as usize..(s.start + s.len) as usize]);
+                self.push_body(file, s.start as usize, s.len as usize);
             }
             self.out.extend_from_slice(&end);
             self.log(Some(req), 206, body_len);
@@ -606,6 +670,21 @@ impl Conn<'_> {
         self.log(Some(req), 206, body_len);
         Ok(true)
     }
+}
+
+/// `Write::write_all_vectored` (not stable yet): writes every byte of `slices`, retrying short
+/// writes and interruptions.
+fn write_all_vectored(mut stream: &TcpStream, mut slices: &mut [IoSlice<'_>]) -> io::Result<()> {
+    IoSlice::advance_slices(&mut slices, 0);
+    while !slices.is_empty() {
+        match stream.write_vectored(slices) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut slices, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// A body cut short because the file shrank while it was being sent: the head promised more,
