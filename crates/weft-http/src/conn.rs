@@ -129,7 +129,7 @@ struct Conn<'a> {
     /// Cached bodies owed after parts of `out`, in order: written from the cache with the
     /// heads around them (one vectored write), not copied into `out` first. At thousands of
     /// connections `out` is cold, and copying a 4 KiB body into it cost more than the write
-    /// (`docs/notes/scale.md`, "Cached bodies go out from the cache").
+    /// (`docs/notes/scale.md`, "Kept: cached bodies written from the cache").
     bodies: Vec<OwedBody>,
     /// The bytes of `bodies`, in all.
     body_bytes: usize,
