@@ -177,20 +177,36 @@ mod tests {
     use super::{TimerHeap, SWEEP_PER_PUSH};
     use crate::fiber::park::{current_unparker, park, Parked};
 
+    /// Spawns `f` on `cluster` and returns its handle and an unparker for its fiber.
+    fn spawn_with_unparker<T: Send + 'static>(
+        cluster: &crate::Cluster,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> (crate::JoinHandle<T>, crate::fiber::park::Unparker) {
+        let (tx, rx) = mpsc::channel();
+        let handle = cluster.spawn(move || {
+            tx.send(current_unparker()).unwrap();
+            f()
+        });
+        (handle, rx.recv().unwrap())
+    }
+
+    /// A cluster of one processor, so every timer of the test is in one heap.
+    fn one_processor(name: &str) -> crate::Cluster {
+        crate::Cluster::builder()
+            .name(name)
+            .processors(1)
+            .build()
+            .unwrap()
+    }
+
     /// A fiber parks with a deadline, is woken early, then parks without one: the first park's
     /// timer entry is stale and must not end the second park when its deadline passes.
     #[test]
     fn a_stale_timer_does_not_wake_a_later_park() {
-        let cluster = crate::Cluster::builder()
-            .name("timer-stale")
-            .processors(1)
-            .build()
-            .unwrap();
-        let (tx, rx) = mpsc::channel();
+        let cluster = one_processor("timer-stale");
         let wakes = Arc::new(AtomicU32::new(0));
         let seen = wakes.clone();
-        let fiber = cluster.spawn(move || {
-            tx.send(current_unparker()).unwrap();
+        let (fiber, unparker) = spawn_with_unparker(&cluster, move || {
             let first = park(Some(Instant::now() + Duration::from_millis(200)));
             seen.fetch_add(1, Ordering::SeqCst);
             // Parks until unparked; spurious returns are allowed, so count them.
@@ -204,7 +220,6 @@ mod tests {
             }
             (first, spurious)
         });
-        let unparker = rx.recv().unwrap();
         // Let it park first: an unpark that comes before leaves a token and no timer is armed.
         std::thread::sleep(Duration::from_millis(15));
         unparker.unpark();
@@ -227,11 +242,7 @@ mod tests {
     /// Timers fire in deadline order, each exactly once.
     #[test]
     fn timers_fire_in_deadline_order() {
-        let cluster = crate::Cluster::builder()
-            .name("timer-order")
-            .processors(1)
-            .build()
-            .unwrap();
+        let cluster = one_processor("timer-order");
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let start = Instant::now();
         let fibers: Vec<_> = [40u64, 10, 30, 20]
@@ -265,11 +276,7 @@ mod tests {
     fn sweeping_stale_entries_looks_at_a_few_entries_on_every_push() {
         const LIVE: usize = 4_000;
         const STALE_PUSHES: u64 = 40_000;
-        let cluster = crate::Cluster::builder()
-            .name("timer-sweep")
-            .processors(1)
-            .build()
-            .unwrap();
+        let cluster = one_processor("timer-sweep");
         let (most_per_push, total, len) = cluster
             .spawn(|| {
                 let me = crate::fiber::current::current_ref().unwrap();
@@ -313,11 +320,7 @@ mod tests {
     /// entries in deadline order.
     #[test]
     fn sweeping_keeps_the_heap_ordered_and_expiry_in_deadline_order() {
-        let cluster = crate::Cluster::builder()
-            .name("timer-sweep-order")
-            .processors(1)
-            .build()
-            .unwrap();
+        let cluster = one_processor("timer-sweep-order");
         cluster
             .spawn(|| {
                 let me = crate::fiber::current::current_ref().unwrap();
@@ -377,16 +380,10 @@ mod tests {
     #[test]
     fn a_fiber_woken_before_its_deadline_keeps_one_timer_entry() {
         const PARKS: usize = 2_000;
-        let cluster = crate::Cluster::builder()
-            .name("timer-reuse")
-            .processors(1)
-            .build()
-            .unwrap();
-        let (tx, rx) = mpsc::channel();
+        let cluster = one_processor("timer-reuse");
         let parked = Arc::new(AtomicU32::new(0));
         let seen = parked.clone();
-        let waiter = cluster.spawn(move || {
-            tx.send(current_unparker()).unwrap();
+        let (waiter, unparker) = spawn_with_unparker(&cluster, move || {
             let mut woken = 0;
             while woken < PARKS {
                 seen.fetch_add(1, Ordering::SeqCst);
@@ -397,7 +394,6 @@ mod tests {
             }
             entries_here()
         });
-        let unparker = rx.recv().unwrap();
         let waker = cluster.spawn(move || {
             for i in 1..=PARKS as u32 {
                 while parked.load(Ordering::SeqCst) < i {
@@ -416,14 +412,8 @@ mod tests {
     /// park says `Woken`, and the next park (past the kept entry) arms the real deadline.
     #[test]
     fn a_kept_timer_entry_never_times_a_park_out_early() {
-        let cluster = crate::Cluster::builder()
-            .name("timer-kept")
-            .processors(1)
-            .build()
-            .unwrap();
-        let (tx, rx) = mpsc::channel();
-        let fiber = cluster.spawn(move || {
-            tx.send(current_unparker()).unwrap();
+        let cluster = one_processor("timer-kept");
+        let (fiber, unparker) = spawn_with_unparker(&cluster, move || {
             let first = Instant::now() + Duration::from_millis(400);
             assert_eq!(park(Some(first)), Parked::Woken, "the unpark ended it");
             // 20 ms later, within an eighth of the wait: the first entry is kept.
@@ -438,7 +428,6 @@ mod tests {
             }
             (Instant::now() >= second, spurious)
         });
-        let unparker = rx.recv().unwrap();
         std::thread::sleep(Duration::from_millis(20));
         unparker.unpark();
         let (on_time, spurious) = fiber.join().unwrap();
