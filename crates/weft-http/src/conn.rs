@@ -41,6 +41,8 @@ pub const CLOSING: u8 = 2;
 
 /// First size of the input buffer.
 const INITIAL_BUF_BYTES: usize = 4096;
+/// Slices of a vectored write kept on the stack (four bodies with their heads).
+const STACK_SLICES: usize = 9;
 /// Output buffered past this is written before answering the next pipelined request.
 const OUT_FLUSH_BYTES: usize = 64 * 1024;
 /// Writes at most this long go out without waiting for the client (the socket's send buffer
@@ -345,19 +347,32 @@ impl Conn<'_> {
     /// Writes `out` with the owed bodies in their places, in one vectored write (the usual
     /// case, one response: head, body, nothing after).
     fn write_with_bodies(&self) -> io::Result<()> {
-        let mut slices = Vec::with_capacity(2 * self.bodies.len() + 1);
+        // At most two slices per body and one after; on the stack for a few bodies.
+        let most = 2 * self.bodies.len() + 1;
+        let mut on_stack = [IoSlice::new(&[]); STACK_SLICES];
+        let mut on_heap = Vec::new();
+        let slices: &mut [IoSlice<'_>] = if most <= STACK_SLICES {
+            &mut on_stack
+        } else {
+            on_heap.resize(most, IoSlice::new(&[]));
+            &mut on_heap
+        };
+        let mut n = 0;
         let mut from = 0;
         for owed in &self.bodies {
             if owed.at > from {
-                slices.push(IoSlice::new(&self.out[from..owed.at]));
+                slices[n] = IoSlice::new(&self.out[from..owed.at]);
+                n += 1;
             }
-            slices.push(IoSlice::new(owed.bytes()));
+            slices[n] = IoSlice::new(owed.bytes());
+            n += 1;
             from = owed.at;
         }
         if self.out.len() > from {
-            slices.push(IoSlice::new(&self.out[from..]));
+            slices[n] = IoSlice::new(&self.out[from..]);
+            n += 1;
         }
-        write_all_vectored(&self.stream, &mut slices)
+        write_all_vectored(&self.stream, &mut slices[..n])
     }
 
     /// Closes our side, then reads and discards what the client still sends (for at most
