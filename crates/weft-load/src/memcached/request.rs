@@ -5,10 +5,23 @@ use std::io::Write as _;
 /// Bytes of every key: `key:` and 12 decimal digits, so all keys are the same size.
 pub const KEY_BYTES: usize = 16;
 
-/// Appends the key of index `index` to `out`.
+/// Appends the key of index `index` to `out`: `key:` and the index in at least 12 digits.
 #[inline]
 pub fn push_key(out: &mut Vec<u8>, index: u64) {
-    write!(out, "key:{index:012}").expect("writing to a Vec cannot fail");
+    const TWELVE_DIGITS: u64 = 1_000_000_000_000;
+    if index >= TWELVE_DIGITS {
+        write!(out, "key:{index:012}").expect("writing to a Vec cannot fail");
+        return;
+    }
+    // By hand: `write!` with a width went through the formatter's padding on every request,
+    // about 1 % of the generator's CPU at 15,360 connections.
+    let mut key = *b"key:000000000000";
+    let mut rest = index;
+    for digit in key[4..].iter_mut().rev() {
+        *digit = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    out.extend_from_slice(&key);
 }
 
 /// Appends `get <key>\r\n`.
@@ -42,6 +55,11 @@ mod tests {
             out,
             b"get key:000000000007\r\nset key:123456789012 0 0 3\r\nabc\r\n"
         );
+        for index in [0, 9, 10, 4_294_967_296, 999_999_999_999, 1_000_000_000_000] {
+            let mut key = Vec::new();
+            push_key(&mut key, index);
+            assert_eq!(key, format!("key:{index:012}").into_bytes());
+        }
         let mut key = Vec::new();
         push_key(&mut key, 0);
         assert_eq!(key.len(), KEY_BYTES);
