@@ -334,10 +334,10 @@ impl Conn<'_> {
     }
 
     /// Owes `len` bytes of `file`'s cached body from `start`, after what `out` holds now.
-    fn push_body(&mut self, file: &Arc<CachedFile>, start: usize, len: usize) {
+    fn push_body(&mut self, file: Arc<CachedFile>, start: usize, len: usize) {
         self.bodies.push(OwedBody {
             at: self.out.len(),
-            file: Arc::clone(file),
+            file,
             start,
             len,
         });
@@ -526,7 +526,7 @@ impl Conn<'_> {
                 return Ok(answered);
             }
         };
-        if !self.send_file_response(req, &file, keep_alive)? {
+        if !self.send_file_response(req, file, keep_alive)? {
             answered.keep_alive = false;
         }
         Ok(answered)
@@ -537,7 +537,7 @@ impl Conn<'_> {
     fn send_file_response(
         &mut self,
         req: &Request<'_>,
-        file: &Arc<CachedFile>,
+        file: Arc<CachedFile>,
         keep_alive: bool,
     ) -> io::Result<bool> {
         let date = self.date();
@@ -584,7 +584,7 @@ impl Conn<'_> {
             RangeAnswer::Whole => (200, 0, file.len),
             RangeAnswer::Part { start, len } => (206, start, len),
             RangeAnswer::Parts(spans) => {
-                return self.send_multipart(req, file, &spans, keep_alive, &date);
+                return self.send_multipart(req, &file, &spans, keep_alive, &date);
             }
             RangeAnswer::Unsatisfiable => {
                 let mut extra = b"Content-Range: bytes */".to_vec();
@@ -661,7 +661,7 @@ impl Conn<'_> {
         if file.body.is_some() {
             for (head, s) in part_heads.iter().zip(spans) {
                 self.out.extend_from_slice(head);
-                self.push_body(file, s.start as usize, s.len as usize);
+                self.push_body(Arc::clone(file), s.start as usize, s.len as usize);
             }
             self.out.extend_from_slice(&end);
             self.log(Some(req), 206, body_len);
