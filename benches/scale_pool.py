@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Item 3 of the scale issue judged over many rounds: pools the rounds of several
+`benches/scale.sh all` records and prints, per point, weft's p99 and p999 over the peer's
+paired by round.
+
+Why: one round's p99 at 1,000-15,360 connections moves by 2x and more on this VM (a
+millisecond episode in a 5 s window decides it), so three or six rounds cannot tell servers
+within 20 % of each other apart. The fractions of the peer's peak are the same in every
+record, but the peaks (and so the rates) differ from run to run; points are matched by
+protocol, connection count and fraction.
+
+A round pairs the weft server and the peer that ran back to back in it (scale.sh alternates
+them). Only records taken with ISOLATE=fifo are used, unless --all. The generator column is
+the busiest round's: at 0.9 or more the load core, not the server, sets the tail.
+
+Usage: benches/scale_pool.py RECORD.jsonl... [--server weft] [--all]
+"""
+import argparse
+import json
+import statistics
+import sys
+
+PEERS = {"mc": "memcached", "http": "nginx"}
+
+
+def rounds(path, server, everything):
+    """(point, weft row, peer row) for every round of one record, in the order they ran."""
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    # A record has no fraction field; a point's rate is the fraction of the peak measured
+    # just before it (offered 400000), in the order scale.sh runs them: 25, 50, 75 %.
+    peak = {}
+    mine, theirs = {}, {}
+    for r in rows:
+        if not everything and r.get("isolate") != "fifo":
+            continue
+        key = (r["proto"], r["connections"])
+        if r["offered_qps"] >= 400000:
+            peak[key] = r["actual_qps"]
+            continue
+        if key not in peak:
+            continue
+        fraction = round(100 * r["offered_qps"] / int(peak[key]))
+        point = (r["proto"], r["connections"], fraction)
+        if r["server"] == server:
+            mine.setdefault(point, []).append(r)
+        elif r["server"] == PEERS.get(r["proto"]):
+            theirs.setdefault(point, []).append(r)
+    for point in mine:
+        for a, b in zip(mine[point], theirs.get(point, [])):
+            yield point, a, b
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("records", nargs="+")
+    ap.add_argument("--server", default="weft")
+    ap.add_argument("--all", action="store_true", help="use records taken without ISOLATE=fifo too")
+    args = ap.parse_args()
+    pooled = {}
+    for path in args.records:
+        for point, a, b in rounds(path, args.server, args.all):
+            pooled.setdefault(point, []).append((a, b))
+    if not pooled:
+        sys.exit("scale_pool.py: no paired rounds in these records")
+    print(f"| protocol | connections | % of peer peak | rounds | {args.server} p99 / peer's, paired (min–med–max) "
+          "| rounds at or under | p999 / peer's (med) | rounds over 2× | generator busy (max) |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|---:|")
+    for point in sorted(pooled):
+        pairs = pooled[point]
+        p99 = sorted(a["p99_us"] / b["p99_us"] for a, b in pairs if b.get("p99_us"))
+        p999 = sorted(a["p999_us"] / b["p999_us"] for a, b in pairs if b.get("p999_us"))
+        if not p99:
+            continue
+        gens = [r.get("generator_busy") or 0 for pair in pairs for r in pair]
+        gen = max(gens)
+        bound = " (generator-bound)" if gen >= 0.9 else ""
+        print(f"| {point[0]} | {point[1]} | {point[2]} % | {len(p99)} | "
+              f"{p99[0]:.2f}–{statistics.median(p99):.2f}–{p99[-1]:.2f} | "
+              f"{sum(x <= 1 for x in p99)} of {len(p99)} | {statistics.median(p999):.2f} | "
+              f"{sum(x > 2 for x in p999)} of {len(p999)} | {gen:.2f}{bound} |")
+
+
+if __name__ == "__main__":
+    main()
