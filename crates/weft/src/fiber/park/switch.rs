@@ -123,16 +123,30 @@ pub(crate) fn unpark_owned(fiber: Arc<Fiber>) {
     }
 }
 
+/// How much of a parked fiber's stack above its park point the waker prefetches: the frames a
+/// resume returns through, up to the caller that waited. A connection's fiber parks inside a
+/// read (`park` ← `Completion::wait` ← `sockio::recv` ← `read`) about 600–700 bytes below its
+/// connection loop's frame (`weft_cache::server::run_tcp`: 0x298 bytes of locals under six
+/// saved registers), and at thousands of connections each of those frames is cold when the
+/// fiber resumes: before this, 61 % of `run_tcp`'s own samples were one load from its frame
+/// right after the read returned (`docs/notes/scale.md`, "Prefetching the frames a resume
+/// returns through").
+const RESUME_PREFETCH_BYTES: usize = 1024;
+
 /// Starts fetching what resuming `fiber` reads first: the top of its stack (where the switch
-/// saved its registers) and its coroutine record. A hint only: with no hint yet, only the
-/// coroutine record.
+/// saved its registers), the frames above it up to [`RESUME_PREFETCH_BYTES`], and its
+/// coroutine record, so the lines are on their way while the waker finishes its turn. A hint
+/// only (nothing is read; an address past the stack's end is harmless): with no hint yet,
+/// only the coroutine record.
 #[inline]
 fn prefetch_resume(fiber: &Fiber) {
     let sp = fiber.stack_hint.load(Ordering::Relaxed);
     if sp != 0 {
         prefetch(sp.wrapping_sub(128) as *const u8);
         prefetch(sp.wrapping_sub(64) as *const u8);
-        prefetch(sp as *const u8);
+        for offset in (0..RESUME_PREFETCH_BYTES).step_by(64) {
+            prefetch(sp.wrapping_add(offset) as *const u8);
+        }
     }
     prefetch(fiber.coroutine.get().cast());
 }
