@@ -197,8 +197,9 @@ fn compare(
         return open_loop(args, exe, &servers, interrupted);
     }
     println!(
-        "weft memcached vs memcached, -t 1 each, pinned to CPU 0; load from CPU 1: {} connections, \
+        "weft memcached vs memcached, -t 1 each, {}: {} connections, \
          {:.0}% sets of {}, {} keys, {} run(s) of {} s per point (medians)",
+        process::placement(),
         args.connections,
         args.update_ratio * 100.0,
         args.value_size,
@@ -297,8 +298,9 @@ fn open_loop(
 ) -> anyhow::Result<()> {
     let names = ["weft", "memcached"];
     println!(
-        "weft memcached vs memcached, -t 1 each, pinned to CPU 0; load from CPU 1 (weft load \
+        "weft memcached vs memcached, -t 1 each, {} (weft load \
          memcached): {} connections, {:.0}% sets of {}, {} keys, {} run(s) of {} s per point",
+        process::placement(),
         args.connections,
         args.update_ratio * 100.0,
         args.value_size,
