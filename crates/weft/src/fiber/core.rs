@@ -187,8 +187,8 @@ pub(crate) struct Fiber {
 
 // SAFETY: the fields that are not thread-safe (`cluster`, `coroutine`, `yielder`, `locals`,
 // `timer_live`) are only touched by the one thread that holds the fiber's Task or is running
-// the fiber, as the state machine in the module docs guarantees; the hand-off between threads goes through the
-// queues' and `state`'s release/acquire edges. What runs *inside* the coroutine may be `!Send`:
+// the fiber, as the state machine in the module docs guarantees; the hand-off between threads
+// goes through the queues' and `state`'s release/acquire edges. What runs *inside* the coroutine may be `!Send`:
 // it never changes OS thread once started, because the runtime only resumes a started fiber on
 // its home processor (`Placement`); the `unsafe` migratable opt-in puts that on the caller.
 unsafe impl Send for Fiber {}
