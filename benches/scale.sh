@@ -11,7 +11,7 @@
 #
 # Usage: benches/scale.sh [all|mc|http|variants|generators|episodes]   (env: ROUNDS=2
 #        DURATION=3 LONG_DURATION=20 WARMUP=2 CONNS="1000 4000 15360" WEFT=target/release/weft
-#        WEFT_ARGS= VARIANTS= OUT=docs/bench)
+#        WEFT_ARGS= VARIANTS= PEER_TWICE= OUT=docs/bench)
 #   all         mc and http with the defaults (io_uring, the servers' default policy)
 #   variants    at 15,360 connections and 50 % of the peer's peak: epoll and the core policies
 #   generators  weft's own generator (`weft load memcached`) against openloop, alternating, on
@@ -20,9 +20,9 @@
 #               benches/episodes.py lists the bursts of slow requests and which threads (server,
 #               generator, PID 1) ran during each, from benches/thread_times.py samples
 #               (traces in TRACES=/tmp/weft-episodes-DATE)
-# Prints a table per protocol, then each weft server's p99 over the peer's paired by round
-# (servers of a round run back to back; a point where the generator was 0.9 busy or more is
-# marked generator-bound), and appends every point to $OUT/scale-DATE.jsonl.
+# Prints a table per protocol, then each other server's p99 and p999 over the peer's paired by
+# round (servers of a round run back to back; a point where the generator was 0.9 busy or more
+# is marked generator-bound), and appends every point to $OUT/scale-DATE.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -49,6 +49,12 @@ WEFT_ARGS=${WEFT_ARGS:-}
 # More weft servers for `all`/`mc`/`http`, run beside the defaults at every point: one word
 # each, `weft:` and its flags with commas for spaces (e.g. VARIANTS="weft:--keep-tick-us,0").
 VARIANTS=${VARIANTS:-}
+# PEER_TWICE=1 runs the peer a second time in every round of `all`/`mc`/`http`, just before the
+# first (as memcached-2 / nginx-2): its p99 over the peer's, paired by round like weft's, is
+# what this machine's drift and episodes alone make of two runs of one server (an A/A
+# control), the floor any comparison of two servers here sits on.
+PEER_TWICE=${PEER_TWICE:-}
+case $PEER_TWICE in "" | 1) ;; *) echo "scale.sh: PEER_TWICE is empty or 1" >&2; exit 2 ;; esac
 OUT=${OUT:-docs/bench}
 stamp=$(date +%Y-%m-%d-%H%M)
 record="$OUT/scale-$stamp.jsonl"
@@ -124,9 +130,9 @@ weft_flags() {
 server_cmd() {
   local proto=$1 name=$2 port=$3
   case "$proto/$name" in
-  mc/memcached) echo "memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384" ;;
+  mc/memcached | mc/memcached-2) echo "memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384" ;;
   mc/weft*) echo "$WEFT memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384 $(weft_flags "$name") $WEFT_ARGS" ;;
-  http/nginx)
+  http/nginx | http/nginx-2)
     nginx_conf "$port" >"$work/nginx-$port.conf"
     echo "nginx -c $work/nginx-$port.conf"
     ;;
@@ -298,27 +304,32 @@ for p, c, f in keys:
             continue
         mine = [r for r in at if r['server'] == s]
         ratios = [m['p99_us'] / q['p99_us'] for m, q in zip(mine, peer) if q.get('p99_us')]
+        tails = sorted(m['p999_us'] / q['p999_us'] for m, q in zip(mine, peer) if q.get('p999_us'))
         # The generator's busiest round at this point (either server): at 0.9 or more it
         # queues requests itself, and the ratio measures it as much as the servers.
         gens = [r['generator_busy'] for r in mine + peer if r.get('generator_busy') is not None and r.get('isolate') == 'fifo']
         if ratios:
-            pairs.append((p, c, f, s, sorted(ratios), max(gens) if gens else None))
+            pairs.append((p, c, f, s, sorted(ratios), tails, max(gens) if gens else None))
 if pairs:
     print()
-    print("| protocol | connections | % of peer peak | server | p99 / peer's p99, same round (min–med–max) | rounds at or under the peer | generator busy (max) |")
-    print("|---|---:|---|---|---|---:|---:|")
-    for p, c, f, s, r, g in pairs:
+    print("| protocol | connections | % of peer peak | server | p99 / peer's p99, same round (min–med–max) | rounds at or under the peer | p999 / peer's (med) | rounds with p999 over 2× the peer's | generator busy (max) |")
+    print("|---|---:|---|---|---|---:|---:|---:|---:|")
+    for p, c, f, s, r, t, g in pairs:
         under = sum(1 for x in r if x <= 1.0)
+        tail = f"{statistics.median(t):.2f}" if t else "–"
+        over = f"{sum(1 for x in t if x > 2)} of {len(t)}" if t else "–"
         gen = "–" if g is None else (f"{g:.2f} (generator-bound)" if g >= 0.9 else f"{g:.2f}")
-        print(f"| {p} | {c} | {f} % | {s} | {r[0]:.2f}–{statistics.median(r):.2f}–{r[-1]:.2f} | {under} of {len(r)} | {gen} |")
+        print(f"| {p} | {c} | {f} % | {s} | {r[0]:.2f}–{statistics.median(r):.2f}–{r[-1]:.2f} | {under} of {len(r)} | {tail} | {over} | {gen} |")
 EOF
 }
 
 mkdir -p "$OUT"
 case "$what" in
 all | mc | http)
-  [ "$what" != http ] && sweep mc memcached "memcached weft $VARIANTS"
-  [ "$what" != mc ] && sweep http nginx "nginx weft $VARIANTS"
+  again_mc="" again_http=""
+  [ -n "$PEER_TWICE" ] && again_mc=memcached-2 again_http=nginx-2
+  [ "$what" != http ] && sweep mc memcached "$again_mc memcached weft $VARIANTS"
+  [ "$what" != mc ] && sweep http nginx "$again_http nginx weft $VARIANTS"
   ;;
 variants)
   CONNS=15360

@@ -13,7 +13,11 @@ A round pairs the weft server and the peer that ran back to back in it (scale.sh
 them). Only records taken with ISOLATE=fifo are used, unless --all. The generator column is
 the busiest round's: at 0.9 or more the load core, not the server, sets the tail.
 
-Usage: benches/scale_pool.py RECORD.jsonl... [--server weft] [--all]
+`--server peer-2` pools the A/A control of records taken with PEER_TWICE=1: the peer's second
+run of each round (memcached-2, nginx-2) over its first, which is what the machine alone makes
+of one server against itself; read weft's table against it.
+
+Usage: benches/scale_pool.py RECORD.jsonl... [--server weft|peer-2|NAME] [--all]
 """
 import argparse
 import json
@@ -41,7 +45,7 @@ def rounds(path, server, everything):
             continue
         fraction = round(100 * r["offered_qps"] / int(peak[key]))
         point = (r["proto"], r["connections"], fraction)
-        if r["server"] == server:
+        if r["server"] == server or (server == "peer-2" and r["server"] == PEERS.get(r["proto"], "") + "-2"):
             mine.setdefault(point, []).append(r)
         elif r["server"] == PEERS.get(r["proto"]):
             theirs.setdefault(point, []).append(r)
@@ -63,8 +67,9 @@ def main():
     if not pooled:
         sys.exit("scale_pool.py: no paired rounds in these records")
     print(f"| protocol | connections | % of peer peak | rounds | {args.server} p99 / peer's, paired (min–med–max) "
-          "| rounds at or under | p999 / peer's (med) | rounds over 2× | generator busy (max) |")
-    print("|---|---:|---:|---:|---|---:|---:|---:|---:|")
+          "| rounds at or under | p999 / peer's (med) | rounds over 2× | rounds the peer is over 2× "
+          "| generator busy (max) |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for point in sorted(pooled):
         pairs = pooled[point]
         p99 = sorted(a["p99_us"] / b["p99_us"] for a, b in pairs if b.get("p99_us"))
@@ -77,7 +82,8 @@ def main():
         print(f"| {point[0]} | {point[1]} | {point[2]} % | {len(p99)} | "
               f"{p99[0]:.2f}–{statistics.median(p99):.2f}–{p99[-1]:.2f} | "
               f"{sum(x <= 1 for x in p99)} of {len(p99)} | {statistics.median(p999):.2f} | "
-              f"{sum(x > 2 for x in p999)} of {len(p999)} | {gen:.2f}{bound} |")
+              f"{sum(x > 2 for x in p999)} of {len(p999)} | {sum(x < 0.5 for x in p999)} of {len(p999)} | "
+              f"{gen:.2f}{bound} |")
 
 
 if __name__ == "__main__":
