@@ -9,7 +9,7 @@
 # each connection count (offered far above capacity; `actual_qps` is what came back inside the
 # window); every point is repeated ROUNDS times, servers alternating.
 #
-# Usage: benches/scale.sh [all|mc|http|variants|generators|episodes]   (env: ROUNDS=2
+# Usage: benches/scale.sh [all|mc|http|variants|generators|episodes|stalls]   (env: ROUNDS=2
 #        DURATION=3 LONG_DURATION=20 WARMUP=2 CONNS="1000 4000 15360" WEFT=target/release/weft
 #        WEFT_ARGS= VARIANTS= PEER_TWICE= OUT=docs/bench)
 #   all         mc and http with the defaults (io_uring, the servers' default policy)
@@ -20,9 +20,14 @@
 #               benches/episodes.py lists the bursts of slow requests and which threads (server,
 #               generator, PID 1) ran during each, from benches/thread_times.py samples
 #               (traces in TRACES=/tmp/weft-episodes-DATE)
+#   stalls      at the last of CONNS and 50 % of the peer's peak, each server stopped for STALL_MS=20
+#               every EVERY_MS=500 inside the window (SIGSTOP/SIGCONT, benches/stalls.py): the
+#               same episode for every server at known times; per round the worst latency
+#               around a stall and how long its backlog took to drain, paired by round
 # Prints a table per protocol, then each other server's p99 and p999 over the peer's paired by
-# round (servers of a round run back to back; a point where the generator was 0.9 busy or more
-# is marked generator-bound), and appends every point to $OUT/scale-DATE.jsonl.
+# round (servers of a round run back to back, in the opposite order every other round; a point
+# where the generator was 0.9 busy or more is marked generator-bound), and appends every point
+# to $OUT/scale-DATE.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -216,6 +221,32 @@ point() {
     out=$(cat "$work/trace.json")
     [ -n "$out" ] || out='{}'
     ;;
+  stall:*)
+    # openloop tracing every request; once the connections are up and the warm-up is over,
+    # the server stopped for STALL_MS every EVERY_MS until a second before the window ends.
+    local file=${generator#stall:} gen_pid stop_pid count
+    count=$(python3 -c "print(max(1, int(($DURATION - 1) * 1000 / ($STALL_MS + $EVERY_MS))))")
+    taskset -c 1 "${rt[@]}" "$work/openloop" --server "127.0.0.1:$port" --connections "$conns" \
+      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" --trace "$file" "${spin[@]}" "${extra[@]}" \
+      >"$work/trace.json" &
+    gen_pid=$!
+    for _ in $(seq 1200); do
+      [ "$(ss -tnH state established "( sport = :$port )" 2>/dev/null | wc -l)" -ge "$conns" ] && break
+      sleep 0.05
+    done
+    # nginx serves from its worker: stop the process and its children.
+    taskset -c 1 chrt -f 20 python3 benches/stalls.py stop "$(echo "$pid" $(pgrep -P "$pid" || true) | tr ' ' ,)" "$STALL_MS" "$EVERY_MS" "$count" \
+      "$(python3 -c "print($WARMUP + 0.5)")" >"$file.stalls" &
+    stop_pid=$!
+    wait "$gen_pid" || true
+    wait "$stop_pid" || true
+    out=$(python3 -c "import json,subprocess,sys
+d = json.load(open(sys.argv[1]))
+r = subprocess.run(['python3', 'benches/stalls.py', 'report', sys.argv[2], sys.argv[2] + '.stalls', '--json'], capture_output=True, text=True)
+if r.returncode == 0:
+    d.update(json.loads(r.stdout))
+print(json.dumps(d))" "$work/trace.json" "$file" 2>/dev/null || echo '{}')
+    ;;
   weft-load)
     # The same figures under openloop's names, so the table reads both.
     out=$(taskset -c 1 "${rt[@]}" "$WEFT" load memcached --server "127.0.0.1:$port" --connections "$conns" \
@@ -251,8 +282,12 @@ sweep() {
 if g >= 0.9 and g >= s: print(f'# warning: the generator was busy {g:.2f} of its CPU (the server {s:.2f}): this peak is partly the generator\'s; see the generator busy column', file=sys.stderr)" "$peak_point"
     for frac in 25 50 75; do
       local qps=$((peak * frac / 100))
-      for _ in $(seq "$ROUNDS"); do
-        for name in $names; do
+      for r in $(seq "$ROUNDS"); do
+        # Every other round runs the servers in the opposite order, so what one run leaves
+        # behind for the next, or a drift within a round, falls on each server alike.
+        local order=$names
+        [ $((r % 2)) -eq 0 ] && order=$(echo $names | tr ' ' '\n' | tac | tr '\n' ' ')
+        for name in $order; do
           point "$proto" "$name" "$conns" "$qps" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=$frac, peer_peak=$peak); print(json.dumps(d))" >>"$work/table.jsonl"
         done
       done
@@ -346,6 +381,45 @@ variants)
     done
   done
   ;;
+stalls)
+  STALL_MS=${STALL_MS:-20}
+  EVERY_MS=${EVERY_MS:-500}
+  conns=${CONNS##* }
+  traces=${TRACES:-/tmp/weft-stalls-$stamp} # large: not in the record directory
+  mkdir -p "$traces"
+  for proto in mc http; do
+    peer=memcached
+    [ "$proto" = http ] && peer=nginx
+    peak=$(point "$proto" "$peer" "$conns" 400000 | python3 -c "import json,sys; print(int(json.load(sys.stdin)['actual_qps']))")
+    qps=$((peak / 2))
+    for r in $(seq "$ROUNDS"); do
+      for name in "$peer" weft; do
+        point "$proto" "$name" "$conns" "$qps" "stall:$traces/$proto-$name-$r" |
+          python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=50, peer_peak=$peak); print(json.dumps(d))" >>"$work/table.jsonl"
+      done
+    done
+  done
+  python3 - "$work/table.jsonl" "$STALL_MS" "$EVERY_MS" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+peers = {'mc': 'memcached', 'http': 'nginx'}
+print(f"Stalls of {sys.argv[2]} ms every {sys.argv[3]} ms inside the window; per round the medians over its stalls.")
+print("| protocol | connections | server | rounds | p99 ms (med) | p999 ms (med) | worst around a stall, ms (min–med–max) | drained after, ms (min–med–max) | p999 / peer's, same round (min–med–max) |")
+print("|---|---:|---|---:|---:|---:|---|---|---|")
+def spread(v):
+    v = sorted(v)
+    return f"{v[0]:.1f}–{statistics.median(v):.1f}–{v[-1]:.1f}" if v else "–"
+for proto in ('mc', 'http'):
+    at = [r for r in rows if r['proto'] == proto and 'worst_ms_median' in r]
+    peer = [r for r in at if r['server'] == peers[proto]]
+    for name in dict.fromkeys(r['server'] for r in at):
+        rs = [r for r in at if r['server'] == name]
+        ratio = [m['p999_us'] / q['p999_us'] for m, q in zip(rs, peer) if q.get('p999_us')]
+        print(f"| {proto} | {rs[0]['connections']} | {name} | {len(rs)} | {statistics.median(r['p99_us'] for r in rs)/1000:.2f} | "
+              f"{statistics.median(r['p999_us'] for r in rs)/1000:.2f} | {spread([r['worst_ms_median'] for r in rs])} | "
+              f"{spread([r['drain_ms_median'] for r in rs])} | {spread(ratio) if name != peers[proto] else '–'} |")
+EOF
+  ;;
 generators)
   qps=${QPS:-50000}
   conns=${CONNS##* }
@@ -372,7 +446,7 @@ episodes)
   done
   ;;
 *)
-  echo "usage: benches/scale.sh [all|mc|http|variants|generators|episodes]" >&2
+  echo "usage: benches/scale.sh [all|mc|http|variants|generators|episodes|stalls]" >&2
   exit 2
   ;;
 esac
