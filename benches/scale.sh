@@ -230,13 +230,11 @@ point() {
       --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" --trace "$file" "${spin[@]}" "${extra[@]}" \
       >"$work/trace.json" &
     gen_pid=$!
-    for _ in $(seq 1200); do
-      [ "$(ss -tnH state established "( sport = :$port )" 2>/dev/null | wc -l)" -ge "$conns" ] && break
-      sleep 0.05
-    done
-    # nginx serves from its worker: stop the process and its children.
-    taskset -c 1 chrt -f 20 python3 benches/stalls.py stop "$(echo "$pid" $(pgrep -P "$pid" || true) | tr ' ' ,)" "$STALL_MS" "$EVERY_MS" "$count" \
-      "$(python3 -c "print($WARMUP + 0.5)")" >"$file.stalls" &
+    # Started now, so that its own start-up falls in the connection set-up; it waits for both
+    # ends of every connection. nginx serves from its worker: stop the process and its children.
+    taskset -c 1 python3 benches/stalls.py stop "$(echo "$pid" $(pgrep -P "$pid" || true) | tr ' ' ,)" \
+      "$STALL_MS" "$EVERY_MS" "$count" "$(python3 -c "print($WARMUP + 0.5)")" \
+      --after-sockets $((2 * conns)) >"$file.stalls" &
     stop_pid=$!
     wait "$gen_pid" || true
     wait "$stop_pid" || true
