@@ -21,7 +21,7 @@
 #               generator, PID 1) ran during each, from benches/thread_times.py samples
 #               (traces in TRACES=/tmp/weft-episodes-DATE)
 #   stalls      at the last of CONNS and 50 % of the peer's peak, each server stopped for STALL_MS=20
-#               every EVERY_MS=500 inside the window (SIGSTOP/SIGCONT, benches/stalls.py): the
+#               every EVERY_MS=500 through the window (SIGSTOP/SIGCONT, benches/stalls.py): the
 #               same episode for every server at known times; per round the worst latency
 #               around a stall and how long its backlog took to drain, paired by round
 # Prints a table per protocol, then each other server's p99 and p999 over the peer's paired by
@@ -222,19 +222,20 @@ point() {
     [ -n "$out" ] || out='{}'
     ;;
   stall:*)
-    # openloop tracing every request; once the connections are up and the warm-up is over,
-    # the server stopped for STALL_MS every EVERY_MS until a second before the window ends.
-    local file=${generator#stall:} gen_pid stop_pid count
-    count=$(python3 -c "print(max(1, int(($DURATION - 1) * 1000 / ($STALL_MS + $EVERY_MS))))")
+    # openloop tracing every request; once its connections are open, the server stopped for
+    # STALL_MS every EVERY_MS until the generator exits (stalls outside the window, in the
+    # warm-up or the drain, are left out of the report).
+    local file=${generator#stall:} gen_pid stop_pid
     taskset -c 1 "${rt[@]}" "$work/openloop" --server "127.0.0.1:$port" --connections "$conns" \
       --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" --trace "$file" "${spin[@]}" "${extra[@]}" \
       >"$work/trace.json" &
     gen_pid=$!
-    # Started now, so that its own start-up falls in the connection set-up; it waits for both
-    # ends of every connection. nginx serves from its worker: stop the process and its children.
+    # Started now, so that its own start-up falls in the connection set-up; it waits for the
+    # generator to hold a descriptor per connection. nginx serves from its worker: stop the
+    # process and its children.
     taskset -c 1 python3 benches/stalls.py stop "$(echo "$pid" $(pgrep -P "$pid" || true) | tr ' ' ,)" \
-      "$STALL_MS" "$EVERY_MS" "$count" "$(python3 -c "print($WARMUP + 0.5)")" \
-      --after-sockets $((2 * conns)) >"$file.stalls" &
+      "$STALL_MS" "$EVERY_MS" 0 1 \
+      --after-fds "$gen_pid" "$conns" >"$file.stalls" &
     stop_pid=$!
     wait "$gen_pid" || true
     wait "$stop_pid" || true

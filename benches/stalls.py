@@ -8,9 +8,9 @@ come when they come, to one server in one round and not the next, so two servers
 compared on them. A stall made by SIGSTOP/SIGCONT comes at known times, equally to every
 server: what is left to compare is how fast each works off the same backlog.
 
-  benches/stalls.py stop PID[,PID...] STALL_MS EVERY_MS COUNT DELAY_S [--after-sockets N] > TIMES
-      waits until this host has N TCP sockets in use (/proc/net/sockstat: a cheap way to see
-      that the generator's connections are up), then DELAY_S, then COUNT times: SIGSTOP to
+  benches/stalls.py stop PID[,PID...] STALL_MS EVERY_MS COUNT DELAY_S [--after-fds GEN_PID N] > TIMES
+      waits until process GEN_PID (the generator) holds N descriptors (its connections are
+      open), then DELAY_S, then COUNT times (0: until GEN_PID exits): SIGSTOP to
       each PID, STALL_MS later SIGCONT, EVERY_MS until the next; writes each stall's start and
       end on CLOCK_MONOTONIC (s), one a line. Start it with the generator, at normal
       priority: it takes SCHED_FIFO (priority 20) itself only once its start-up is done, so
@@ -35,25 +35,29 @@ AFTER_US = 200_000
 SLOW_US = 1_000
 
 
-def tcp_in_use():
-    for line in open("/proc/net/sockstat"):
-        if line.startswith("TCP:"):
-            f = line.split()
-            return int(f[f.index("inuse") + 1])
-    return 0
+def descriptors(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None  # gone
 
 
-def stop(pids, stall_ms, every_ms, count, delay_s, after_sockets):
-    deadline = time.monotonic() + 120
-    while tcp_in_use() < after_sockets and time.monotonic() < deadline:
-        time.sleep(0.05)
+def stop(pids, stall_ms, every_ms, count, delay_s, after):
+    if after:
+        gen_pid, fds = after
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            n = descriptors(gen_pid)
+            if n is None or n >= fds:
+                break
+            time.sleep(0.1)
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(20))
     except PermissionError:
         print("stalls.py: no SCHED_FIFO (not root?): stall lengths may stretch", file=sys.stderr)
     time.sleep(delay_s)
     times = []
-    for _ in range(count):
+    while len(times) < count or (count == 0 and after and descriptors(after[0]) is not None):
         start = time.clock_gettime(time.CLOCK_MONOTONIC)
         try:
             for pid in pids:
@@ -103,7 +107,10 @@ def report(trace, times):
 def main():
     if len(sys.argv) >= 7 and sys.argv[1] == "stop":
         pid, stall_ms, every_ms, count, delay_s = sys.argv[2:7]
-        after = int(sys.argv[sys.argv.index("--after-sockets") + 1]) if "--after-sockets" in sys.argv else 0
+        after = None
+        if "--after-fds" in sys.argv:
+            i = sys.argv.index("--after-fds")
+            after = (int(sys.argv[i + 1]), int(sys.argv[i + 2]))
         stop([int(p) for p in pid.split(",")], float(stall_ms), float(every_ms), int(count), float(delay_s), after)
     elif len(sys.argv) >= 4 and sys.argv[1] == "report":
         stalls = report(sys.argv[2], sys.argv[3])
