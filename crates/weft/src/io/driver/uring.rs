@@ -35,8 +35,11 @@
 //! batch to that sleeping enter: one syscall submits, reaps what completed inline, and waits.
 //! Completions go the same way: every round reaps what the completion queue holds (loads only),
 //! but the kernel's pending completion work (`IORING_SQ_TASKRUN`) is run by an enter only when
-//! the run queue empties or on a submission round, so a loaded processor runs the fibers it has
-//! and then reaps everything that completed meanwhile in one enter.
+//! the run queue empties or on a submission round once the fibers the last drain woke had their
+//! turns (`busy_reap_allowed`), so a loaded processor runs the fibers it has and then reaps what
+//! completed meanwhile in one enter. An enter that only submits a full batch does not carry
+//! `GETEVENTS`: each such enter ran about 40 items of completion work while 16 fibers ran, so
+//! after a stall the backlog's receives ran ahead of its replies.
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::io;
@@ -87,6 +90,9 @@ pub(crate) struct Uring {
     waker_posted: Cell<bool>,
     /// SQEs pushed but not submitted yet.
     unsubmitted: Cell<u32>,
+    /// The first round at which a busy processor may run the kernel's pending completion work
+    /// again: the round of the last drain plus the fibers it woke ([`busy_reap_allowed`]).
+    reap_after: Cell<u64>,
     /// Operations and cancels pushed whose completion has not been reaped (the posted eventfd
     /// read is not counted). While it is 0 and nothing is unsubmitted, a round's `poll` has
     /// nothing to do and returns after one load: compute-bound rounds pay nothing for I/O.
@@ -159,6 +165,7 @@ impl Uring {
             wake_buf: Box::new(UnsafeCell::new(0)),
             waker_posted: Cell::new(false),
             unsubmitted: Cell::new(0),
+            reap_after: Cell::new(0),
             in_flight: Cell::new(0),
             cancels: RefCell::new(Vec::new()),
             keeper_ts: Box::new(types::Timespec::from(keep.period())),
@@ -281,7 +288,7 @@ impl Uring {
     #[inline(never)]
     fn poll_ring(&self, tick: u64, mode: PollMode) -> usize {
         self.take_cancels();
-        let need_enter = {
+        let (need_enter, get_events) = {
             let mut ring = self.ring.borrow_mut();
             let sq = ring.submission();
             let pending = self.unsubmitted.get();
@@ -292,21 +299,39 @@ impl Uring {
                 PollMode::BeforePark => false,
             };
             // Completions whose task work is pending (`taskrun`) or that overflowed reach the
-            // queue only through an enter; that enter submits the batch too, for free. A busy
-            // processor looks at `taskrun` only on its submission rounds: the fibers it already
-            // has run first, and the completions that came meanwhile are reaped together (on
-            // the loaded echo server, 0.17–0.21 enters per request instead of 0.29–0.33).
-            let reap = due || mode == PollMode::BeforePark;
-            (due && pending > 0)
-                || pending >= SUBMIT_BATCH
-                || (reap && sq.taskrun())
-                || sq.cq_overflow()
+            // queue only through an enter with GETEVENTS. A busy processor runs that work only
+            // on its submission rounds, and only once the fibers the last drain woke had their
+            // turns ([`busy_reap_allowed`]); an out-of-work one always.
+            let reap = match mode {
+                PollMode::Busy => due && busy_reap_allowed(tick, self.reap_after.get()),
+                PollMode::Idle | PollMode::BeforePark => true,
+            };
+            let get_events = (reap && sq.taskrun()) || sq.cq_overflow();
+            (
+                (due && pending > 0) || pending >= SUBMIT_BATCH || get_events,
+                get_events,
+            )
         };
         if need_enter {
-            let _ = self.ring.borrow().submit();
-            self.unsubmitted.set(0);
+            let ring = self.ring.borrow();
+            let to_submit = self.unsubmitted.get();
+            let flags = if get_events { ENTER_GETEVENTS } else { 0 };
+            // SAFETY: no argument pointer is passed (`None`), `to_submit` counts SQEs already
+            // in the ring (every one pushed through `push`, whose pointers stay valid by its
+            // contract), and `min_complete` 0 never waits.
+            let entered = unsafe {
+                ring.submitter()
+                    .enter::<libc::sigset_t>(to_submit, 0, flags, None)
+            };
+            // Errors (EINTR, EBUSY) leave the SQEs for the next submission.
+            if entered.is_ok() {
+                self.unsubmitted.set(0);
+            }
         }
-        self.drain()
+        let woken = self.drain();
+        self.reap_after
+            .set(self.reap_after.get().max(tick + woken as u64));
+        woken
     }
 
     /// Whether something is there to reap or run, by looking at the rings only (no syscall):
@@ -451,6 +476,16 @@ impl Uring {
         }
         woken
     }
+}
+
+/// Whether a busy processor at round `tick` may run the kernel's pending completion work:
+/// not before the fibers woken by earlier drains had their turns (`reap_after`, the round of
+/// a drain plus the fibers it woke). Taking more first only queues them behind those: after a
+/// stall of the processor, each enter ran 40 receives of the backlog while 16 fibers ran
+/// between enters, so the receives ran ahead of the replies for 7-9 ms
+/// (`docs/notes/scale.md`, "Injected stalls").
+fn busy_reap_allowed(tick: u64, reap_after: u64) -> bool {
+    tick >= reap_after
 }
 
 /// Whether a completion's `user_data` is an operation's record (not a cancel, a write-behind
