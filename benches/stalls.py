@@ -42,6 +42,15 @@ def descriptors(pid):
         return None  # gone
 
 
+def running(pid):
+    """Whether `pid` lives and is not a zombie: one small read, unlike counting descriptors."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def stop(pids, stall_ms, every_ms, count, delay_s, after):
     if after:
         gen_pid, fds = after
@@ -57,7 +66,7 @@ def stop(pids, stall_ms, every_ms, count, delay_s, after):
         print("stalls.py: no SCHED_FIFO (not root?): stall lengths may stretch", file=sys.stderr)
     time.sleep(delay_s)
     times = []
-    while len(times) < count or (count == 0 and after and descriptors(after[0]) is not None):
+    while len(times) < count or (count == 0 and after and running(after[0])):
         start = time.clock_gettime(time.CLOCK_MONOTONIC)
         try:
             for pid in pids:
