@@ -61,13 +61,19 @@ pub fn run(p: &FilesParams) -> io::Result<FilesReport> {
     let file = Arc::new(std::fs::File::open(&path).map(File::from)?);
     std::fs::remove_file(&path)?;
 
-    cpu::pin_current_thread(0)?;
+    // Server and load on the lowest two CPUs the mask allows (none pinned with one CPU).
+    let (server_cpu, load_cpu) = crate::process::server_and_load_cpus();
+    if let Some(c) = server_cpu {
+        cpu::pin_current_thread(c)?;
+    }
     let cluster = weft::Cluster::builder()
         .name("files")
         .processors(1)
         .io(p.backend)
         .build()?;
-    cpu::pin_current_thread(1)?;
+    if let Some(c) = load_cpu {
+        cpu::pin_current_thread(c)?;
+    }
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     let (method, size) = (p.method, p.size_bytes);

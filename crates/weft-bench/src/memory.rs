@@ -99,10 +99,11 @@ fn compare(
         bail!("--rounds and --threads must be > 0");
     }
     println!(
-        "RSS under a write-heavy load: -m {}, pinned to CPU 0, load from CPU 1: {} \
+        "RSS under a write-heavy load: -m {}, {}: {} \
          connections, {:.0}% sets of {}, {} keys, {} s closed loop, VmRSS every {} ms, \
          {} round(s) alternating",
         args.memory_mb,
+        process::placement(),
         args.connections,
         args.update_ratio * 100.0,
         args.value_size,

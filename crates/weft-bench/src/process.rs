@@ -257,38 +257,45 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// The CPUs for servers and for load generators: 0 and 1 when this process may use two or
-/// more, else no pinning at all (both share whatever there is).
+/// The CPUs for servers and for load generators: the lowest two this process may use (its
+/// affinity mask, so `taskset -c 2,3 weft bench …` measures on CPUs 2 and 3), else no pinning
+/// at all (both share whatever there is).
 pub fn server_and_load_cpus() -> (Option<usize>, Option<usize>) {
-    match weft_load::cpu::allowed_cpus() {
-        Ok(n) if n >= 2 => (Some(0), Some(1)),
+    pick_server_and_load(&weft_load::cpu::allowed_cpu_ids().unwrap_or_default())
+}
+
+/// [`server_and_load_cpus`] for the affinity mask `allowed` (CPU numbers, lowest first).
+pub fn pick_server_and_load(allowed: &[usize]) -> (Option<usize>, Option<usize>) {
+    match allowed {
+        [server, load, ..] => (Some(*server), Some(*load)),
         _ => (None, None),
     }
 }
 
-/// Where servers and load run, as a report's header says it, for a process allowed on
-/// `allowed` CPUs ([`server_and_load_cpus`]). Run under `taskset -c 1`, the cache's
+/// Where servers and load run, as a report's header says it, for a process allowed on the
+/// CPUs `allowed` ([`server_and_load_cpus`]). Run under `taskset -c 1`, the cache's
 /// 16-connection peak came out 1.6x memcached's instead of 1.2x: with servers and load on one
 /// CPU the comparison is another one, so the header must not claim the pinning.
-pub fn placement_text(allowed: usize) -> &'static str {
-    if allowed >= 2 {
-        "pinned to CPU 0; load from CPU 1"
-    } else {
-        "NOT pinned apart (this process may use one CPU: taskset or a cpuset), so servers and \
-         load share it and the figures are not comparable with a two-CPU run"
+pub fn placement_text(allowed: &[usize]) -> String {
+    match pick_server_and_load(allowed) {
+        (Some(server), Some(load)) => format!("pinned to CPU {server}; load from CPU {load}"),
+        _ => "NOT pinned apart (this process may use one CPU: taskset or a cpuset), so servers \
+              and load share it and the figures are not comparable with a two-CPU run"
+            .to_string(),
     }
 }
 
 /// [`placement_text`] for this process, with a warning on stderr when it cannot pin apart.
-pub fn placement() -> &'static str {
-    let allowed = weft_load::cpu::allowed_cpus().unwrap_or(1);
-    if allowed < 2 {
+pub fn placement() -> String {
+    let allowed = weft_load::cpu::allowed_cpu_ids().unwrap_or_default();
+    if allowed.len() < 2 {
         eprintln!(
-            "warning: this process may use {allowed} CPU; servers and load are not pinned apart \
-             (run it without taskset to measure them on CPUs 0 and 1)"
+            "warning: this process may use {} CPU; servers and load are not pinned apart \
+             (run it without taskset to measure them on two CPUs)",
+            allowed.len().max(1)
         );
     }
-    placement_text(allowed)
+    placement_text(&allowed)
 }
 
 /// The flags that make memcached — or `weft memcached`, which takes the same ones — one
@@ -314,15 +321,42 @@ pub fn memcached_flags(port: &str, memory_mb: u32, connections: u32) -> Vec<Stri
 mod tests {
     use super::*;
 
-    /// A header claims the pinning only when there are two CPUs to pin apart.
+    /// A header claims the pinning only when there are two CPUs to pin apart, and names the
+    /// CPUs the mask allows, not 0 and 1 whatever it is.
     #[test]
     fn placement_text_says_when_servers_and_load_share_a_cpu() {
-        assert_eq!(placement_text(2), "pinned to CPU 0; load from CPU 1");
-        assert_eq!(placement_text(8), "pinned to CPU 0; load from CPU 1");
-        for one in [0, 1] {
+        assert_eq!(placement_text(&[0, 1]), "pinned to CPU 0; load from CPU 1");
+        assert_eq!(
+            placement_text(&[0, 1, 2, 3, 4, 5, 6, 7]),
+            "pinned to CPU 0; load from CPU 1"
+        );
+        assert_eq!(placement_text(&[2, 5]), "pinned to CPU 2; load from CPU 5");
+        for one in [&[][..], &[0][..], &[3][..]] {
             let text = placement_text(one);
             assert!(text.starts_with("NOT pinned apart"), "{text}");
             assert!(text.contains("share"), "{text}");
+        }
+    }
+
+    /// Servers and load go on the lowest two CPUs the mask allows.
+    #[test]
+    fn servers_and_load_take_the_cpus_the_mask_allows() {
+        assert_eq!(pick_server_and_load(&[0, 1]), (Some(0), Some(1)));
+        assert_eq!(pick_server_and_load(&[2, 3]), (Some(2), Some(3)));
+        assert_eq!(pick_server_and_load(&[1, 4, 6]), (Some(1), Some(4)));
+        assert_eq!(pick_server_and_load(&[1]), (None, None));
+        assert_eq!(pick_server_and_load(&[]), (None, None));
+    }
+
+    /// This process's own mask: the CPUs picked are ones it may use.
+    #[test]
+    fn the_cpus_picked_are_allowed() {
+        let allowed = weft_load::cpu::allowed_cpu_ids().unwrap();
+        assert!(!allowed.is_empty());
+        assert_eq!(allowed.len(), weft_load::cpu::allowed_cpus().unwrap());
+        let (server, load) = server_and_load_cpus();
+        for cpu in [server, load].into_iter().flatten() {
+            assert!(allowed.contains(&cpu), "{cpu} not in {allowed:?}");
         }
     }
 

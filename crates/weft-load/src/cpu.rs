@@ -28,14 +28,24 @@ pub fn process_sleeps() -> u64 {
 
 /// How many CPUs this process may run on (its affinity mask).
 pub fn allowed_cpus() -> io::Result<usize> {
+    Ok(allowed_cpu_ids()?.len())
+}
+
+/// The CPUs this process may run on (its affinity mask), lowest first.
+pub fn allowed_cpu_ids() -> io::Result<Vec<usize>> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills it.
-    unsafe {
+    let set = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(libc::CPU_COUNT(&set) as usize)
-    }
+        set
+    };
+    let bits = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `CPU_ISSET` reads one bit of the set we own; every index is below its size.
+    Ok((0..bits)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect())
 }
 
 /// Share of the cores available to `threads` busy threads that `cpu` used over `wall`.

@@ -119,7 +119,11 @@ pub fn run(
             .stderr(Stdio::inherit())
             .spawn()?,
     );
-    let core_round_trip_ns = crate::sched::core_probe::round_trip_ns(0, 1);
+    let (server_cpu, load_cpu) = crate::process::server_and_load_cpus();
+    let core_round_trip_ns = match (server_cpu, load_cpu) {
+        (Some(s), Some(l)) => crate::sched::core_probe::round_trip_ns(s, l),
+        _ => None,
+    };
     on_spawn(child.0.id())?;
     let stdout = child.0.stdout.take().expect("piped");
     let mut line = String::new();
@@ -127,7 +131,9 @@ pub fn run(
     let port: u16 = line.trim().parse().map_err(|_| {
         std::io::Error::other(format!("echo server did not print its port: {line:?}"))
     })?;
-    cpu::pin_current_thread(1)?;
+    if let Some(c) = load_cpu {
+        cpu::pin_current_thread(c)?;
+    }
     let pid = child.0.id();
     let result = client::drive(([127, 0, 0, 1], port).into(), params, || {
         cpu::process_cpu_seconds(pid)

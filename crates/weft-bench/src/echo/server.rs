@@ -9,9 +9,11 @@ use super::{cpu, Backend};
 /// Read buffer per connection, the same on every backend.
 const BUF_BYTES: usize = 4096;
 
-/// Pins to CPU 0, binds 127.0.0.1 on an ephemeral port, prints the port on stdout, serves.
+/// Pins to the server's CPU (`process::server_and_load_cpus`), binds 127.0.0.1 on an ephemeral port, prints the port on stdout, serves.
 pub fn serve(backend: Backend) -> io::Result<()> {
-    cpu::pin_current_thread(0)?;
+    if let Some(c) = crate::process::server_and_load_cpus().0 {
+        cpu::pin_current_thread(c)?;
+    }
     raise_nofile();
     std::thread::spawn(|| {
         let mut sink = [0u8; 64];

@@ -132,8 +132,8 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
     if taskset.is_none() {
         eprintln!("note: taskset is missing; servers and load are not pinned");
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cores < 2 {
+    let (server_cpu, load_cpu) = process::server_and_load_cpus();
+    if load_cpu.is_none() {
         eprintln!("note: one CPU only; server and load share it");
     }
     let run_part = |p: &str| args.only.iter().any(|o| o == p);
@@ -161,11 +161,11 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
     std::fs::write(fileset.join("bench-4k.bin"), vec![b'x'; 4096])?;
     let work = tempdir()?;
 
-    let pin = |core: usize, cmd: &Path| -> Command {
-        match &taskset {
-            Some(t) if cores >= 2 => {
+    let pin = |cpu: Option<usize>, cmd: &Path| -> Command {
+        match (&taskset, cpu) {
+            (Some(t), Some(cpu)) => {
                 let mut c = Command::new(t);
-                c.arg("-c").arg(core.to_string()).arg(cmd);
+                c.arg("-c").arg(cpu.to_string()).arg(cmd);
                 c
             }
             _ => Command::new(cmd),
@@ -176,8 +176,13 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
         .server_cpu_pct
         .map(|pct| crate::cgroup::CpuLimit::new("weft-bench-http", pct))
         .transpose()?;
-    let nginx_server = start_nginx(&pin(0, &nginx), &fileset, &work, args.nginx_deferred)?;
-    let weft_server = start_weft(&pin(0, &exe), &fileset, args.io)?;
+    let nginx_server = start_nginx(
+        &pin(server_cpu, &nginx),
+        &fileset,
+        &work,
+        args.nginx_deferred,
+    )?;
+    let weft_server = start_weft(&pin(server_cpu, &exe), &fileset, args.io)?;
     if let Some(limit) = &cpu_limit {
         limit.add(nginx_server.guard.pid())?;
         limit.add(weft_server.guard.pid())?;
@@ -187,8 +192,9 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
     let mut report = String::new();
     writeln!(
         report,
-        "weft bench http: servers pinned to CPU 0 (weft http --processors 1 --io {:?}; nginx 1 \
-         worker, sendfile, tcp_nopush, open_file_cache, access_log off{}), load on CPU 1, {} s per measurement, median of {}",
+        "weft bench http: servers {} (weft http --processors 1 --io {:?}; nginx 1 worker, \
+         sendfile, tcp_nopush, open_file_cache, access_log off{}), {} s per measurement, median of {}",
+        process::placement(),
         args.io,
         if args.nginx_deferred {
             ", listen deferred"
@@ -217,7 +223,7 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
         open_loop::run(
             args,
             &servers,
-            &pin(1, &exe),
+            &pin(load_cpu, &exe),
             &work,
             &mut report,
             interrupted,
@@ -232,7 +238,7 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
         if run_part("keepalive") {
             let figures = measure(&servers, args.repeat, interrupted, |s| {
                 run_wrk(
-                    &pin(1, wrk),
+                    &pin(load_cpu, wrk),
                     s,
                     args.keepalive_conns,
                     args.duration,
@@ -259,7 +265,7 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
             for &conns in &args.conns {
                 let figures = measure(&servers, args.repeat, interrupted, |s| {
                     run_wrk(
-                        &pin(1, wrk),
+                        &pin(load_cpu, wrk),
                         s,
                         conns,
                         args.duration,
@@ -283,7 +289,14 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
         let mut rows = Vec::new();
         for &rate in &args.rates {
             let figures = measure(&servers, args.repeat, interrupted, |s| {
-                run_load(&pin(1, &exe), s, &fileset, rate, args.duration, interrupted)
+                run_load(
+                    &pin(load_cpu, &exe),
+                    s,
+                    &fileset,
+                    rate,
+                    args.duration,
+                    interrupted,
+                )
             })?;
             rows.push((rate.to_string(), figures));
         }
