@@ -59,6 +59,13 @@ impl SendSide {
             .expect("a stream's socket is present while it lives")
     }
 
+    /// Starts fetching what the next write touches first ([`Slot::prefetch`]): called after a
+    /// receive that returned data, since a request is usually answered.
+    #[inline]
+    pub(crate) fn prefetch_for_reply(&self) {
+        self.slot.prefetch();
+    }
+
     pub(crate) fn timeout_ns(&self) -> &AtomicU64 {
         &self.timeout_ns
     }

@@ -309,6 +309,9 @@ impl TcpStream {
         if drained != poll_first {
             self.recv_drained.store(drained, Ordering::Relaxed);
         }
+        if matches!(r, Ok(n) if n > 0) {
+            self.send.prefetch_for_reply();
+        }
         r
     }
 
