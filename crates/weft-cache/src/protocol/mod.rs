@@ -295,7 +295,7 @@ fn dispatch<'a>(
                 (None, 1)
             };
             let keys = if first_key < t.count() {
-                let off = t.offset_of(first_key, line);
+                let off = t.offset_of(first_key);
                 &line[off..]
             } else {
                 t.rest().unwrap_or(&[])

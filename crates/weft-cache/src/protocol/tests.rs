@@ -34,6 +34,21 @@ fn tokenizer_matches_memcached() {
 }
 
 #[test]
+fn tokens_give_offsets_and_the_tokens_from_one_on() {
+    let line = b"mg  key v  t ";
+    let t = Tokens::new(line);
+    assert_eq!(t.count(), 4);
+    assert_eq!(t.offset_of(1), 4);
+    assert_eq!(&line[t.offset_of(2)..], b"v  t ");
+    let from: Vec<&[u8]> = t.from(2).collect();
+    assert_eq!(from, [&b"v"[..], &b"t"[..]]);
+    assert_eq!(t.from(9).count(), 0);
+    assert_eq!(t.get(4), b"");
+    let empty = Tokens::new(b"   ");
+    assert_eq!((empty.count(), empty.get(0), empty.rest()), (0, &b""[..], None));
+}
+
+#[test]
 fn storage_waits_for_its_data_block() {
     assert!(matches!(
         parse(b"set k 0 0 5\r\nhel", &LIMITS),
