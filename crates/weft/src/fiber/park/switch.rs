@@ -66,6 +66,25 @@ pub(crate) unsafe fn park_fiber(me: *const Fiber, deadline: Option<Instant>) {
         .store(std::ptr::addr_of!(here) as usize, Ordering::Relaxed);
     // SAFETY: forwarded from the caller.
     unsafe { suspend(me, Suspend::Park) };
+    prefetch_below_park_point(std::ptr::addr_of!(here) as usize);
+}
+
+/// How much of its stack below its park point a resumed fiber prefetches.
+const BELOW_PREFETCH_BYTES: usize = 1024;
+
+/// Resumed: the fiber returns up to the caller that waited and then, typically, goes down again
+/// into the code that handles what the wait brought (a request's parsing and execution), whose
+/// frames lie below the park point and went cold while thousands of other fibers ran. Asking
+/// for those lines now gives them the return path's time to arrive. Done here, one fiber at a
+/// time, rather than by the waker: a waker prefetches a whole batch of fibers at once, and
+/// that many more lines per fiber overflowed the cache before the later fibers ran
+/// (`docs/notes/scale.md`, "Tried, not kept", sixth session). The waker already asked for the
+/// two lines just below the park point.
+#[inline]
+fn prefetch_below_park_point(sp: usize) {
+    for offset in (192..=BELOW_PREFETCH_BYTES).step_by(64) {
+        prefetch(sp.wrapping_sub(offset) as *const u8);
+    }
 }
 
 /// Timer entries outlive a wake-up: whether a park until `deadline` can keep the fiber's live
