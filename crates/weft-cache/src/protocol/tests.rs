@@ -45,7 +45,10 @@ fn tokens_give_offsets_and_the_tokens_from_one_on() {
     assert_eq!(t.from(9).count(), 0);
     assert_eq!(t.get(4), b"");
     let empty = Tokens::new(b"   ");
-    assert_eq!((empty.count(), empty.get(0), empty.rest()), (0, &b""[..], None));
+    assert_eq!(
+        (empty.count(), empty.get(0), empty.rest()),
+        (0, &b""[..], None)
+    );
 }
 
 #[test]
