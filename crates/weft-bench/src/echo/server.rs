@@ -9,7 +9,8 @@ use super::{cpu, Backend};
 /// Read buffer per connection, the same on every backend.
 const BUF_BYTES: usize = 4096;
 
-/// Pins to the server's CPU (`process::server_and_load_cpus`), binds 127.0.0.1 on an ephemeral port, prints the port on stdout, serves.
+/// Pins to the server's CPU (`process::server_and_load_cpus`), binds 127.0.0.1 on an
+/// ephemeral port, prints the port on stdout, serves.
 pub fn serve(backend: Backend) -> io::Result<()> {
     if let Some(c) = crate::process::server_and_load_cpus().0 {
         cpu::pin_current_thread(c)?;

@@ -2,7 +2,7 @@
 //! spaces, and when the line has more, the unsplit rest.
 //!
 //! The tokens are kept as `u32` offsets into the line, not as slices: 8 bytes a token instead
-//! of 16, so a [`Tokens`] spans 3 cache lines of the parsing fiber's stack instead of 6, and
+//! of 16, so a [`Tokens`] spans 4 cache lines of the parsing fiber's stack instead of 7, and
 //! the split counts in a register. At thousands of connections that stack is cold when a
 //! request arrives (each of thousands of fibers ran in between), and the old layout's
 //! zeroing and reloaded count made `Tokens::new` about 1 % of the server's CPU

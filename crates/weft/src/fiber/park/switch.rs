@@ -153,10 +153,10 @@ pub(crate) fn unpark_owned(fiber: Arc<Fiber>) {
 const RESUME_PREFETCH_BYTES: usize = 1024;
 
 /// Starts fetching what resuming `fiber` reads first: the top of its stack (where the switch
-/// saved its registers), the frames above it up to [`RESUME_PREFETCH_BYTES`], and its
-/// coroutine record (all its lines), so the lines are on their way while the waker finishes its turn. A hint
-/// only (nothing is read; an address past the stack's end is harmless): with no hint yet,
-/// only the coroutine record.
+/// saved its registers), the frames above it up to [`RESUME_PREFETCH_BYTES`], and every line
+/// of its coroutine record, so the lines are on their way while the waker finishes its turn.
+/// A hint only (nothing is read; an address past the stack's end is harmless): with no hint
+/// yet, only the coroutine record.
 #[inline]
 fn prefetch_resume(fiber: &Fiber) {
     let sp = fiber.stack_hint.load(Ordering::Relaxed);
