@@ -306,8 +306,8 @@ for r in rows:
 def spread(vals):
     vals = sorted(vals)
     return f"{vals[0]/1000:.1f}–{statistics.median(vals)/1000:.1f}–{vals[-1]/1000:.1f}"
-print("| protocol | connections | % of peer peak (req/s) | server | p50 ms | p99 ms (min–med–max) | p999 ms (min–med–max) | actual req/s | server busy in the window | generator busy (med) | generator send lag p99 ms (med) | generator read wait p99 ms (med) |")
-print("|---|---:|---|---|---:|---|---|---:|---:|---:|---:|---:|")
+print("| protocol | connections | % of peer peak (req/s) | server | p50 ms | p99 ms (min–med–max) | p999 ms (min–med–max) | actual req/s | server busy in the window | generator busy (med) | generator send lag p99 ms (med) | generator read wait p99 ms (med) | pure ACKs a request, generator / server (med) |")
+print("|---|---:|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|")
 for p, c, f in keys:
     for s in servers:
         rs = [r for r in rows if (r['proto'], r['connections'], r['fraction'], r['server']) == (p, c, f, s)]
@@ -323,9 +323,15 @@ for p, c, f in keys:
         gen = f"{statistics.median(gens):.2f}" if gens else "–"
         waits = [r['read_wait_p99_us'] for r in rs if r.get('read_wait_p99_us') is not None]
         wait = f"{statistics.median(waits)/1000:.2f}" if waits else "–"
+        # Loopback runs a segment's TCP input on the sender's core: the generator's pure ACKs
+        # are work on its core that the server's replies do not cost the server's.
+        acks = [(r['generator_pure_acks_per_request'], r['server_pure_acks_per_request']) for r in rs
+                if r.get('generator_pure_acks_per_request') is not None and r.get('server_pure_acks_per_request') is not None]
+        ack = (f"{statistics.median(a for a, _ in acks):.2f} / {statistics.median(b for _, b in acks):.2f}"
+               if acks else "–")
         print(f"| {p} | {c} | {rate} | {s} | {statistics.median(r['p50_us'] for r in rs)/1000:.2f} | "
               f"{spread([r['p99_us'] for r in rs])} | {spread([r['p999_us'] for r in rs])} | "
-              f"{int(statistics.median(r['actual_qps'] for r in rs))} | {busy} | {gen} | {lag} | {wait} |")
+              f"{int(statistics.median(r['actual_qps'] for r in rs))} | {busy} | {gen} | {lag} | {wait} | {ack} |")
 # Paired by round: the servers of one round ran back to back, so the ratio of their p99s
 # within a round cancels most of the drift between rounds that the medians above carry.
 peers = {'mc': 'memcached', 'http': 'nginx'}

@@ -17,6 +17,10 @@
  *   (a connection's queue full) as `unsent`.
  * - Per connection, the replies received inside the window: min / median / max and Jain's
  *   fairness index (1 = every connection served equally).
+ * - Segments on the wire, per request sent, from the kernel's counts (TCP_INFO) of every
+ *   connection at the end of the run: this generator's pure ACKs (segments without data) and
+ *   the server's. Loopback runs the receiver's TCP input in the sender's context, so a pure
+ *   ACK this generator sends costs its own core a trip through the server socket's input.
  * - Where a reply waited: every connection asks the kernel to stamp what it receives
  *   (SO_TIMESTAMPNS), so besides the latency to when this generator read the reply
  *   (`p99_us`) it reports the latency to when the reply reached this host's kernel
@@ -32,9 +36,11 @@
 #include <getopt.h>
 #include <math.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+/* The kernel's header, not glibc's: its struct tcp_info has the segment counts. */
+#include <linux/tcp.h>
 #include <arpa/inet.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -422,6 +428,14 @@ static void preload(const char *value) {
     close(fd);
 }
 
+/* `count / sent` as a JSON number with three decimals into buf, or null when the kernel gave
+ * no segment counts or nothing was sent. */
+static const char *per_request(uint64_t count, uint64_t sent, int ok, char *buf) {
+    if (!ok || sent == 0) return "null";
+    snprintf(buf, 32, "%.3f", (double)count / (double)sent);
+    return buf;
+}
+
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -565,6 +579,25 @@ int main(int argc, char **argv) {
     for (int t = 0; t < cfg.threads; t++) pthread_create(&ws[t].thread, NULL, run_worker, &ws[t]);
     for (int t = 0; t < cfg.threads; t++) pthread_join(ws[t].thread, NULL);
     getrusage(RUSAGE_SELF, &ru1);
+    /* Segments both ways over every connection's life (its handshake too), after the CPU
+     * count: the 15,360 getsockopt calls are not the generator's work. */
+    uint64_t segs_out = 0, data_segs_out = 0, segs_in = 0, data_segs_in = 0;
+    int tcp_info_ok = 1;
+    for (int t = 0; t < cfg.threads && tcp_info_ok; t++)
+        for (int i = 0; i < ws[t].nconns; i++) {
+            struct tcp_info ti;
+            socklen_t len = sizeof ti;
+            memset(&ti, 0, sizeof ti);
+            if (getsockopt(ws[t].conns[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+                len < offsetof(struct tcp_info, tcpi_data_segs_out) + sizeof ti.tcpi_data_segs_out) {
+                tcp_info_ok = 0;
+                break;
+            }
+            segs_out += ti.tcpi_segs_out;
+            data_segs_out += ti.tcpi_data_segs_out;
+            segs_in += ti.tcpi_segs_in;
+            data_segs_in += ti.tcpi_data_segs_in;
+        }
     if (cfg.trace) {
         FILE *f = fopen(cfg.trace, "w");
         if (!f) die(cfg.trace);
@@ -614,6 +647,7 @@ int main(int argc, char **argv) {
         }
     }
     qsort(served, cfg.connections, sizeof(uint64_t), cmp_u64);
+    char seg_buf[4][32];
     double jain = sumsq > 0 ? sum * sum / (cfg.connections * sumsq) : 0;
     printf("{\"proto\":\"%s\",\"connections\":%d,\"threads\":%d,\"offered_qps\":%.0f,"
            "\"actual_qps\":%.0f,\"recorded\":%llu,\"timeouts\":%llu,\"unsent\":%llu,\"errors\":%llu,"
@@ -622,7 +656,9 @@ int main(int argc, char **argv) {
            "\"jain\":%.4f,\"generator_cpu_s\":%.2f,\"generator_busy\":%.2f,"
            "\"send_lag_p99_us\":%.0f,\"send_lag_p999_us\":%.0f,"
            "\"arrived_p50_us\":%.0f,\"arrived_p99_us\":%.0f,\"arrived_p999_us\":%.0f,"
-           "\"read_wait_p50_us\":%.0f,\"read_wait_p99_us\":%.0f,\"read_wait_p999_us\":%.0f}\n",
+           "\"read_wait_p50_us\":%.0f,\"read_wait_p99_us\":%.0f,\"read_wait_p999_us\":%.0f,"
+           "\"requests_sent\":%llu,\"generator_segs_per_request\":%s,\"generator_pure_acks_per_request\":%s,"
+           "\"server_segs_per_request\":%s,\"server_pure_acks_per_request\":%s}\n",
            cfg.proto == MC ? "mc" : "http", cfg.connections, cfg.threads, cfg.qps,
            in_window / cfg.duration_s, (unsigned long long)recorded, (unsigned long long)timeouts,
            (unsigned long long)unsent, (unsigned long long)errors,
@@ -633,7 +669,10 @@ int main(int argc, char **argv) {
            pct(lag_fine, lag_coarse, lag_recorded, 0.99), pct(lag_fine, lag_coarse, lag_recorded, 0.999),
            pct(arr_fine, arr_coarse, recorded, 0.50), pct(arr_fine, arr_coarse, recorded, 0.99),
            pct(arr_fine, arr_coarse, recorded, 0.999), pct(wait_fine, wait_coarse, recorded, 0.50),
-           pct(wait_fine, wait_coarse, recorded, 0.99), pct(wait_fine, wait_coarse, recorded, 0.999));
-    (void)sent;
+           pct(wait_fine, wait_coarse, recorded, 0.99), pct(wait_fine, wait_coarse, recorded, 0.999),
+           (unsigned long long)sent, per_request(segs_out, sent, tcp_info_ok, seg_buf[0]),
+           per_request(segs_out - data_segs_out, sent, tcp_info_ok, seg_buf[1]),
+           per_request(segs_in, sent, tcp_info_ok, seg_buf[2]),
+           per_request(segs_in - data_segs_in, sent, tcp_info_ok, seg_buf[3]));
     return 0;
 }

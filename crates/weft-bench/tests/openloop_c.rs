@@ -1,0 +1,83 @@
+//! benches/openloop/openloop.c, the independent C generator `benches/scale.sh` drives, built
+//! with `cc` and run briefly against the real memcached: its report carries the latency
+//! figures and the segments on the wire per request, both ways.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use weft_testkit::{require, start_memcached};
+
+/// Builds openloop.c into a fresh directory; `None` when `cc` is missing (a failure under
+/// `CI=true`).
+fn build_openloop() -> Option<PathBuf> {
+    let cc = require("cc")?;
+    let dir = std::env::temp_dir().join(format!("weft-openloop-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    let source =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/openloop/openloop.c");
+    let binary = dir.join("openloop");
+    let out = Command::new(cc)
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .args(["-lpthread", "-lm"])
+        .output()
+        .expect("run cc");
+    assert!(
+        out.status.success(),
+        "cc openloop.c: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(binary)
+}
+
+#[test]
+fn openloop_reports_segments_per_request_both_ways() {
+    let Some(openloop) = build_openloop() else {
+        return;
+    };
+    let Some((_memcached, addr)) = start_memcached(&["-t", "1"]) else {
+        return;
+    };
+    let out = Command::new(&openloop)
+        .args(["--server", &addr.to_string()])
+        .args(["--connections", "20", "--qps", "2000"])
+        .args(["--duration", "0.5", "--warmup", "0.2", "--keys", "100"])
+        .output()
+        .expect("run openloop");
+    let _ = std::fs::remove_dir_all(openloop.parent().expect("its directory"));
+    assert!(
+        out.status.success(),
+        "openloop: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("openloop prints one JSON object");
+    let number = |field: &str| {
+        report[field]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{field} missing or not a number in {report}"))
+    };
+    assert_eq!(number("errors"), 0.0, "{report}");
+    let sent = number("requests_sent");
+    assert!(
+        sent >= number("recorded") && sent > 0.0,
+        "requests_sent counts the warm-up too: {report}"
+    );
+    // Every request is one data segment each way (a get of a 32-byte value fits one), plus
+    // the handshakes and the pure ACKs; the data part is what the totals minus the pure ACKs
+    // leave.
+    for side in ["generator", "server"] {
+        let segs = number(&format!("{side}_segs_per_request"));
+        let pure = number(&format!("{side}_pure_acks_per_request"));
+        assert!(
+            (0.0..=segs).contains(&pure),
+            "{side}: pure ACKs within its segments: {report}"
+        );
+        let data = segs - pure;
+        assert!(
+            (0.95..1.2).contains(&data),
+            "{side}: about one data segment a request, got {data:.3}: {report}"
+        );
+    }
+}
