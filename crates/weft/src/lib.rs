@@ -63,6 +63,7 @@ mod ctx;
 mod error;
 pub mod fiber;
 pub mod fs;
+pub mod hint;
 pub mod io;
 mod loom;
 pub mod net;

@@ -14,7 +14,9 @@
 //! chain of dependent cache misses per lookup is control bytes → element → key, with the
 //! slot's load (the caller's next step, whose address the element gives) overlapping the
 //! key's instead of preceding it. At thousands of connections the slots are cold and that
-//! chain is most of a `get`'s time in the store (`docs/notes/scale.md`).
+//! chain is most of a `get`'s time in the store (`docs/notes/scale.md`). While the compare
+//! waits for the key's line, the lookup asks for the slot's lines and the value's first
+//! ones ([`Shard::prefetch_item`]), so the copy of a hit's value does not wait for them.
 //!
 //! The lists are memcached's segmented LRU reduced to one list per class: a fetch does not
 //! move an item, it marks it [`ACTIVE`]; eviction takes the tail, but an active item found
@@ -23,6 +25,7 @@
 //! items per call. So an item read since it was last moved outlives one that was not.
 
 use hashbrown::HashTable;
+use weft::hint::prefetch_read as prefetch;
 
 use super::classes::{item_bytes, ClassCounts, CLASSES};
 use super::entry::{index_bytes, Entry, ACTIVE, NIL};
@@ -40,6 +43,10 @@ struct Indexed {
     key: [u32; 2],
     idx: u32,
 }
+
+/// Lines after an item's first that [`Shard::prefetch_item`] asks for: with a short key, a
+/// value of up to about 200 bytes.
+const ITEM_PREFETCH_LINES: usize = 3;
 
 /// Addresses the packing holds (user-space addresses on Linux stay below 2^47, or 2^56
 /// with 5-level page tables).
@@ -60,10 +67,15 @@ impl Indexed {
         }
     }
 
-    fn key(&self) -> &[u8] {
+    /// Where the item's key starts (the first chunk's start).
+    fn key_addr(&self) -> usize {
         let packed = u64::from(self.key[0]) | u64::from(self.key[1]) << 32;
-        let addr = (packed & ((1 << KEY_ADDR_BITS) - 1)) as usize;
-        let len = (packed >> KEY_ADDR_BITS) as usize;
+        (packed & ((1 << KEY_ADDR_BITS) - 1)) as usize
+    }
+
+    fn key(&self) -> &[u8] {
+        let addr = self.key_addr();
+        let len = (self.key[1] >> (KEY_ADDR_BITS - 32)) as usize;
         let ptr = std::ptr::with_exposed_provenance::<u8>(addr);
         // SAFETY: the element is in the table, so its item is, and `addr` is that item's
         // first chunk's start (exposed in `of`), where its `len` key bytes are; they live
@@ -188,7 +200,28 @@ impl Shard {
 
     /// The slot holding `key`, whatever its liveness.
     pub fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
-        self.table.find(hash, |ix| ix.key() == key).map(|ix| ix.idx)
+        self.table
+            .find(hash, |ix| {
+                self.prefetch_item(ix);
+                ix.key() == key
+            })
+            .map(|ix| ix.idx)
+    }
+
+    /// Asks for the lines a hit reads next while the key compare waits for its own: the
+    /// item's slot, and the [`ITEM_PREFETCH_LINES`] after the key's first line (the value
+    /// follows the key in the chunk). At 16 connections the store's misses were most of a
+    /// `get`'s user time (`docs/notes/scale.md`); a candidate whose key differs costs a few
+    /// needless hints.
+    fn prefetch_item(&self, ix: &Indexed) {
+        let slot = self.slots.as_ptr().wrapping_add(ix.idx as usize) as usize;
+        // A slot may straddle two lines.
+        prefetch(slot as *const u8);
+        prefetch((slot + std::mem::size_of::<Slot>() - 1) as *const u8);
+        let key = ix.key_addr();
+        for line in 1..=ITEM_PREFETCH_LINES {
+            prefetch((key + 64 * line) as *const u8);
+        }
     }
 
     pub fn entry(&self, idx: u32) -> &Entry {

@@ -177,19 +177,8 @@ fn prefetch_resume(fiber: &Fiber) {
     }
 }
 
-/// A hint to bring the line at `addr` into the cache; never faults, reads nothing. Nothing
-/// on architectures other than x86_64.
-#[inline(always)]
-pub(crate) fn prefetch(addr: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 is a hint: it does not fault on any address and changes no state
-    // a program can observe; SSE is part of the x86_64 baseline.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
-}
+/// A hint to bring the line at `addr` into the cache ([`crate::hint::prefetch_read`]).
+pub(crate) use crate::hint::prefetch_read as prefetch;
 
 /// Moves `state` on for a wake-up (see `state::leave_parked`).
 #[inline]
