@@ -4,7 +4,8 @@
 Input: a trace written by `openloop --trace FILE` (first line: the window's start on
 CLOCK_MONOTONIC; then one line per recorded request: intended time in us after the window
 opened, latency in us, worker, connection, latency to the reply's arrival in this host's
-kernel in us). Optionally the `benches/thread_times.py` samples of the same run (the server,
+kernel in us, and, in newer traces, when the request's send returned in us after intended).
+Optionally the `benches/thread_times.py` samples of the same run (the server,
 the generator and PID 1, every thread's run time every 10 ms), to say which threads ran
 during each episode and on which CPU.
 

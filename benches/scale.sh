@@ -215,7 +215,9 @@ point() {
       [ "$(ls "/proc/$gen_pid/task" 2>/dev/null | wc -l)" -ge 2 ] && break
       sleep 0.05
     done
-    chrt -f 20 python3 benches/thread_times.py "$file.threads" "$(python3 -c "print($WARMUP + $DURATION + 2)")" \
+    # On the load's CPU: what the sampler costs falls on the generator (its send lag shows it),
+    # not on the server whose latency structure is being traced.
+    taskset -c 1 chrt -f 20 python3 benches/thread_times.py --until-gone "$gen_pid" "$file.threads" "$(python3 -c "print($WARMUP + $DURATION + 60)")" \
       "$pid" "$gen_pid" || true
     wait "$gen_pid" || true
     out=$(cat "$work/trace.json")

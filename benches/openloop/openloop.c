@@ -72,9 +72,10 @@ static struct {
 } cfg = {MC, {0}, 100, 1, 10000, 32, 10000, 5, 1, 0.03, 1.0, "/", 0, 100000, NULL};
 
 /* One recorded request of the trace: when it was intended (ns after the window opened), its
- * latency (ns) and its connection. */
+ * latency (ns), its reply's arrival in the kernel and its send's return (ns after intended),
+ * and its connection. */
 struct trace_row {
-    uint64_t intended_ns, latency_ns, arrived_ns;
+    uint64_t intended_ns, latency_ns, arrived_ns, sent_ns;
     int conn;
 };
 
@@ -90,6 +91,7 @@ struct conn {
     int wlen, woff;
     uint64_t served;       /* replies received inside the window */
     uint64_t rx_ns;        /* kernel arrival (CLOCK_MONOTONIC) of the last bytes read */
+    uint64_t sent_ns;      /* --trace: when the outstanding request's last byte was handed over */
     uint64_t key_seed;
 };
 
@@ -201,6 +203,7 @@ static void start_next(struct worker *w, struct conn *c, int epfd) {
         w->errors++;
         return;
     }
+    if (cfg.trace) c->sent_ns = r > 0 ? now_ns() : 0;
     if (r == 0) {
         struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
         epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &ev);
@@ -296,8 +299,9 @@ static void on_readable(struct worker *w, struct conn *c, int epfd, uint64_t now
             hist_add(w->arr_fine, w->arr_coarse, arrived);
             hist_add(w->wait_fine, w->wait_coarse, now - c->rx_ns);
             if (w->trace_len < w->trace_cap)
-                w->trace[w->trace_len++] =
-                    (struct trace_row){intended - t_window, now - intended, arrived, (int)(c - w->conns)};
+                w->trace[w->trace_len++] = (struct trace_row){
+                    intended - t_window, now - intended, arrived,
+                    c->sent_ns > intended ? c->sent_ns - intended : 0, (int)(c - w->conns)};
         }
         if (now >= t_window && now < t_end) {
             w->in_window++;
@@ -367,6 +371,7 @@ static void *run_worker(void *arg) {
             struct conn *c = events[i].data.ptr;
             if (events[i].events & EPOLLOUT) {
                 int r = flush_write(c);
+                if (r > 0 && cfg.trace) c->sent_ns = now_ns();
                 if (r != 0) {
                     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
                     epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &ev);
@@ -468,8 +473,9 @@ static void usage(void) {
          "  --spin-us U            poll instead of sleeping when the next arrival is this close [100]\n"
          "  --trace FILE           write every recorded request to FILE: intended time (us after the\n"
          "                         window opened), latency (us), worker and connection index, and\n"
-         "                         latency to the reply's arrival in the kernel (us); the first\n"
-         "                         line gives the window's start on CLOCK_MONOTONIC\n"
+         "                         latency to the reply's arrival in the kernel (us), and when the\n"
+         "                         request's send returned (us after intended); the first line\n"
+         "                         gives the window's start on CLOCK_MONOTONIC\n"
          "Prints one JSON object: offered and actual rates, latency percentiles from the\n"
          "intended send time (us) to the reading of the reply (p*_us) and to its arrival in this\n"
          "host's kernel (arrived_p*_us), the generator's wait between the two (read_wait_p*_us),\n"
@@ -605,8 +611,8 @@ int main(int argc, char **argv) {
         for (int t = 0; t < cfg.threads; t++)
             for (uint64_t i = 0; i < ws[t].trace_len; i++) {
                 struct trace_row *r = &ws[t].trace[i];
-                fprintf(f, "%.1f %.1f %d %d %.1f\n", r->intended_ns / 1e3, r->latency_ns / 1e3, t, r->conn,
-                        r->arrived_ns / 1e3);
+                fprintf(f, "%.1f %.1f %d %d %.1f %.1f\n", r->intended_ns / 1e3, r->latency_ns / 1e3, t,
+                        r->conn, r->arrived_ns / 1e3, r->sent_ns / 1e3);
             }
         if (fclose(f) != 0) die(cfg.trace);
     }
