@@ -21,6 +21,9 @@
  *   connection at the end of the run: this generator's pure ACKs (segments without data) and
  *   the server's. Loopback runs the receiver's TCP input in the sender's context, so a pure
  *   ACK this generator sends costs its own core a trip through the server socket's input.
+ * - At the end every connection is closed with a reset (SO_LINGER 0), so no TIME_WAIT sockets
+ *   outlive the run: their expiry, a minute later and all at once, would stall whichever
+ *   server a following run measures.
  * - Where a reply waited: every connection asks the kernel to stamp what it receives
  *   (SO_TIMESTAMPNS), so besides the latency to when this generator read the reply
  *   (`p99_us`) it reports the latency to when the reply reached this host's kernel
@@ -406,6 +409,14 @@ static int connect_one(void) {
 }
 
 /* Stores every key once, over one blocking connection, so that gets hit. */
+/* Closes a connection whose exchange is over with a reset, so that it leaves no TIME_WAIT
+ * socket behind (see the end of main). */
+static void close_with_reset(int fd) {
+    struct linger abort_close = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_close, sizeof abort_close);
+    close(fd);
+}
+
 static void preload(const char *value) {
     int fd = connect_one();
     char req[8192], resp[256];
@@ -430,7 +441,7 @@ static void preload(const char *value) {
             got = 4;
         }
     }
-    close(fd);
+    close_with_reset(fd);
 }
 
 /* `count / sent` as a JSON number with three decimals into buf, or null when the kernel gave
@@ -604,6 +615,13 @@ int main(int argc, char **argv) {
             segs_in += ti.tcpi_segs_in;
             data_segs_in += ti.tcpi_data_segs_in;
         }
+    /* Closed with a reset, not a FIN: a connection this side closes first would sit in
+     * TIME_WAIT for 60 s, and the kernel expires a run's TIME_WAIT sockets together, on the
+     * CPU that took the server's FIN, which is the server's. With 15,360 of them that stopped
+     * the next run's server core for 6.7 ms a minute later (whichever server then ran). The
+     * window and its drain are over; nothing is lost. */
+    for (int t = 0; t < cfg.threads; t++)
+        for (int i = 0; i < ws[t].nconns; i++) close_with_reset(ws[t].conns[i].fd);
     if (cfg.trace) {
         FILE *f = fopen(cfg.trace, "w");
         if (!f) die(cfg.trace);

@@ -1,17 +1,19 @@
 //! benches/openloop/openloop.c, the independent C generator `benches/scale.sh` drives, built
 //! with `cc` and run briefly against the real memcached: its report carries the latency
-//! figures and the segments on the wire per request, both ways.
+//! figures and the segments on the wire per request, both ways, and it leaves no
+//! `TIME_WAIT` sockets behind.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 use weft_testkit::{require, start_memcached};
 
-/// Builds openloop.c into a fresh directory; `None` when `cc` is missing (a failure under
-/// `CI=true`).
-fn build_openloop() -> Option<PathBuf> {
+/// Builds openloop.c into a fresh directory named after `test`; `None` when `cc` is missing
+/// (a failure under `CI=true`).
+fn build_openloop(test: &str) -> Option<PathBuf> {
     let cc = require("cc")?;
-    let dir = std::env::temp_dir().join(format!("weft-openloop-test-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("weft-openloop-test-{}-{test}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temporary directory");
     let source =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/openloop/openloop.c");
@@ -33,7 +35,7 @@ fn build_openloop() -> Option<PathBuf> {
 
 #[test]
 fn openloop_reports_segments_per_request_both_ways() {
-    let Some(openloop) = build_openloop() else {
+    let Some(openloop) = build_openloop("segments") else {
         return;
     };
     let Some((_memcached, addr)) = start_memcached(&["-t", "1"]) else {
@@ -80,4 +82,51 @@ fn openloop_reports_segments_per_request_both_ways() {
             "{side}: about one data segment a request, got {data:.3}: {report}"
         );
     }
+}
+
+/// Sockets in `TIME_WAIT` whose remote end is `port` on 127.0.0.1 (`/proc/net/tcp`, state 06):
+/// connections the client side closed first.
+fn time_wait_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let remote = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[2] == remote && f[3] == "06"
+        })
+        .count()
+}
+
+/// openloop ends its connections with a reset: a run's `TIME_WAIT` sockets expire together a
+/// minute later on the CPU that took the server's FIN (the server's), and with thousands of
+/// connections that stalled the server core of a later run for milliseconds.
+#[test]
+fn openloop_leaves_no_time_wait_behind() {
+    let Some(openloop) = build_openloop("time-wait") else {
+        return;
+    };
+    let Some((_memcached, addr)) = start_memcached(&["-t", "1"]) else {
+        return;
+    };
+    // The start-up probe's connections are there already.
+    let before = time_wait_to(addr.port());
+    let out = Command::new(&openloop)
+        .args(["--server", &addr.to_string()])
+        .args(["--connections", "50", "--qps", "1000"])
+        .args(["--duration", "0.3", "--warmup", "0.1", "--keys", "100"])
+        .output()
+        .expect("run openloop");
+    let _ = std::fs::remove_dir_all(openloop.parent().expect("its directory"));
+    assert!(
+        out.status.success(),
+        "openloop: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        time_wait_to(addr.port()) - before,
+        0,
+        "openloop's connections to {addr} left in TIME_WAIT"
+    );
 }

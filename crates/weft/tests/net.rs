@@ -785,3 +785,36 @@ fn a_burst_of_queued_connections_is_accepted_in_few_passes_of_the_run_queue() {
         );
     }
 }
+
+#[test]
+fn a_stream_set_to_linger_zero_resets_the_connection_when_dropped() {
+    for backend in backends() {
+        let c = cluster(backend, 1);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (linger_before, linger_after) = c
+            .spawn(move || {
+                let s = TcpStream::connect(addr).unwrap();
+                let before = s.linger().unwrap();
+                s.set_linger(Some(Duration::ZERO)).unwrap();
+                let after = s.linger().unwrap();
+                drop(s);
+                (before, after)
+            })
+            .join()
+            .unwrap();
+        assert_eq!(linger_before, None);
+        assert_eq!(linger_after, Some(Duration::ZERO));
+        let (mut accepted, _) = listener.accept().unwrap();
+        accepted
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut buf = [0u8; 1];
+        let err = accepted.read(&mut buf).unwrap_err();
+        assert_eq!(
+            err.kind(),
+            ErrorKind::ConnectionReset,
+            "{backend:?}: a reset, not an end of file"
+        );
+    }
+}

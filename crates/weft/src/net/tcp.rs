@@ -350,6 +350,19 @@ impl TcpStream {
     pub fn nodelay(&self) -> io::Result<bool> {
         self.send.sock().tcp_nodelay()
     }
+
+    /// Sets `SO_LINGER`. `Some(Duration::ZERO)` makes dropping the stream reset the
+    /// connection instead of closing it gracefully: no `TIME_WAIT` is left on this side, and
+    /// unsent data is discarded. `None` restores the default (a graceful close in the
+    /// background).
+    pub fn set_linger(&self, linger: Option<std::time::Duration>) -> io::Result<()> {
+        self.send.sock().set_linger(linger)
+    }
+
+    /// The `SO_LINGER` setting.
+    pub fn linger(&self) -> io::Result<Option<std::time::Duration>> {
+        self.send.sock().linger()
+    }
 }
 
 impl Read for &TcpStream {
