@@ -14,7 +14,16 @@ bins at most 10 ms apart merged. For each: the slow requests, the worst latency,
 span with no reply at all (the server, or its path, stopped), and the run time per thread
 inside the episode.
 
+Then the tick's share: every request folded by its intended time modulo the kernel's tick
+(--tick-us, 4 ms at HZ=250), the p90 latency to the reply's arrival per 100 us of that phase,
+its peak against its median. On this 2-vCPU VM the timer softirq on the server's CPU runs
+every tick for about 130 us at thousands of connections (the generator's delayed-ACK timers:
+loopback runs the generator socket's receive, and so arms its timers, on the server's CPU),
+and the requests sent in the few hundred microseconds before it are most of every server's
+slowest percent.
+
 Usage: benches/episodes.py TRACE [--threads FILE] [--slow-us 4000] [--min-slow 50]
+       [--tick-us 4000]
 """
 import argparse
 import collections
@@ -94,12 +103,27 @@ def thread_time(path, start_s, spans):
     return per, whole
 
 
+def tick_fold(rows, tick_us, bin_us=100):
+    """Per phase bin of the tick, (p90 of the arrival latency, requests); rows without the
+    arrival column use the latency."""
+    bins = [[] for _ in range(int(tick_us // bin_us))]
+    for r in rows:
+        arrived = r[4] if len(r) > 4 else r[1]
+        bins[int((r[0] % tick_us) // bin_us) % len(bins)].append(arrived)
+    out = []
+    for b in bins:
+        b.sort()
+        out.append((b[int(len(b) * 0.9)] if b else 0.0, len(b)))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
     ap.add_argument("--threads", help="benches/thread_times.py samples of the same run")
     ap.add_argument("--slow-us", type=float, default=4000, help="what counts as slow [4000]")
     ap.add_argument("--min-slow", type=int, default=50, help="smallest episode shown [50]")
+    ap.add_argument("--tick-us", type=float, default=4000, help="the kernel tick's period [4000]")
     args = ap.parse_args()
     start_s, rows = load(args.trace)
     lat = sorted(r[1] for r in rows)
@@ -130,6 +154,14 @@ def main():
                 f"{k} {ms:.1f} ms (CPU {','.join(sorted(cpus))})" for k, (ms, cpus) in top if ms >= 0.05
             )
         print(line)
+    fold = tick_fold(rows, args.tick_us)
+    p90s = sorted(p for p, _ in fold)
+    peak = max(range(len(fold)), key=lambda i: fold[i][0])
+    print(
+        f"by phase of a {args.tick_us / 1000:g} ms tick (p90 to the reply's arrival, 100 us bins): "
+        f"peak {fold[peak][0]:.0f} us at {peak * 100}-{peak * 100 + 100} us, median {p90s[len(p90s) // 2]:.0f} us"
+    )
+    print("  " + " ".join(f"{p:.0f}" for p, _ in fold))
 
 
 if __name__ == "__main__":
