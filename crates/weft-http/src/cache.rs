@@ -16,6 +16,14 @@
 //! Opening runs on the blocking pool (it may read directories from disk); revalidation is an
 //! `fstat` (every hit) and an `fstatat` (once a second) on the processor (the inode and the
 //! dentries of a path just served are in memory).
+//!
+//! Concurrent misses of one path share one open: the first opens (the path is then in its
+//! shard's `opening` map) and the others wait for its outcome, which they take as theirs (it
+//! was opened after their requests came). Without it, 4,000 connections' first requests for one
+//! file made 4,000 opens on 64 blocking-pool threads. The opener clears the `opening` entry and
+//! releases the waiters whatever happens to it (a guard, so a panic or a cancellation too); a
+//! waiter that finds no outcome (the opener unwound) or is cancelled while waiting opens by
+//! itself.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -80,8 +88,83 @@ impl CachedFile {
     }
 }
 
-/// One shard: relative path → entry.
-type Shard = Mutex<HashMap<Box<[u8]>, Arc<CachedFile>>>;
+/// One shard: relative path → entry, and the paths being opened now.
+type Shard = Mutex<ShardMap>;
+
+#[derive(Default)]
+struct ShardMap {
+    files: HashMap<Box<[u8]>, Arc<CachedFile>>,
+    opening: HashMap<Box<[u8]>, Arc<Opening>>,
+}
+
+/// An open in progress that other lookups of the same path wait for.
+struct Opening {
+    /// 1 until the opener has stored `outcome` (or given up).
+    done: weft::sync::WaitGroup,
+    outcome: Mutex<Option<Outcome>>,
+}
+
+/// What an open came to, in a form every waiter can have a copy of.
+#[derive(Clone)]
+enum Outcome {
+    File(Arc<CachedFile>),
+    Directory,
+    NotFound,
+    Forbidden,
+    /// `OpenError::Other`: the errno if there was one, else the kind and the message.
+    Other(Option<i32>, std::io::ErrorKind, String),
+}
+
+impl Outcome {
+    fn of(result: &Result<Option<Arc<CachedFile>>, OpenError>) -> Outcome {
+        match result {
+            Ok(Some(file)) => Outcome::File(file.clone()),
+            Ok(None) => Outcome::Directory,
+            Err(OpenError::NotFound) => Outcome::NotFound,
+            Err(OpenError::Forbidden) => Outcome::Forbidden,
+            Err(OpenError::Other(e)) => Outcome::Other(e.raw_os_error(), e.kind(), e.to_string()),
+        }
+    }
+
+    fn into_lookup(self) -> Result<Lookup, OpenError> {
+        match self {
+            Outcome::File(file) => Ok(Lookup::File(file)),
+            Outcome::Directory => Ok(Lookup::Directory),
+            Outcome::NotFound => Err(OpenError::NotFound),
+            Outcome::Forbidden => Err(OpenError::Forbidden),
+            Outcome::Other(Some(errno), _, _) => {
+                Err(OpenError::Other(std::io::Error::from_raw_os_error(errno)))
+            }
+            Outcome::Other(None, kind, message) => {
+                Err(OpenError::Other(std::io::Error::new(kind, message)))
+            }
+        }
+    }
+}
+
+/// Held by the opener of a path: when dropped (after the open, or while unwinding) it takes
+/// the path out of `opening` and releases the waiters.
+struct OpenerGuard<'a> {
+    shard: &'a Shard,
+    relative: &'a [u8],
+    opening: Arc<Opening>,
+}
+
+impl Drop for OpenerGuard<'_> {
+    fn drop(&mut self) {
+        {
+            let mut map = lock(self.shard);
+            if map
+                .opening
+                .get(self.relative)
+                .is_some_and(|o| Arc::ptr_eq(o, &self.opening))
+            {
+                map.opening.remove(self.relative);
+            }
+        }
+        self.opening.done.done();
+    }
+}
 
 /// The cache; see the module docs.
 pub struct FileCache {
@@ -93,16 +176,28 @@ pub struct FileCache {
     memory_max_bytes: u64,
     /// The cache clock's origin (seconds are counted from here).
     origin: Instant,
+    /// Opens made (tests count them).
+    #[cfg(test)]
+    opens: AtomicU64,
+    /// How long each open takes at least (tests make it slow, so that lookups overlap it).
+    #[cfg(test)]
+    open_delay: std::time::Duration,
 }
 
 impl FileCache {
     pub fn new(max_entries: usize, memory_max_bytes: u64) -> FileCache {
         FileCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(ShardMap::default()))
+                .collect(),
             hasher: RandomState::new(),
             max_per_shard: max_entries.div_ceil(SHARDS).max(1),
             memory_max_bytes,
             origin: Instant::now(),
+            #[cfg(test)]
+            opens: AtomicU64::new(0),
+            #[cfg(test)]
+            open_delay: std::time::Duration::ZERO,
         }
     }
 
@@ -118,7 +213,7 @@ impl FileCache {
     /// second or the path still names the same file, otherwise by opening it.
     pub fn lookup(&self, root: &Arc<Root>, relative: &[u8]) -> Result<Lookup, OpenError> {
         let shard = self.shard(relative);
-        let cached = lock(shard).get(relative).cloned();
+        let cached = lock(shard).files.get(relative).cloned();
         if let Some(entry) = cached {
             // Every hit: the descriptor must still hold what the head will announce (length,
             // modification time) and still be linked, so a file truncated, grown, rewritten,
@@ -140,37 +235,101 @@ impl FileCache {
             }
             let mut map = lock(shard);
             if map
+                .files
                 .get(relative)
                 .is_some_and(|current| Arc::ptr_eq(current, &entry))
             {
-                map.remove(relative);
+                map.files.remove(relative);
             }
         }
+        // A miss: open, or wait for the open of this path already under way.
+        let (opening, opener) = {
+            let mut map = lock(shard);
+            match map.opening.get(relative) {
+                Some(o) => (o.clone(), false),
+                None => {
+                    let o = Arc::new(Opening {
+                        done: weft::sync::WaitGroup::new(),
+                        outcome: Mutex::new(None),
+                    });
+                    o.done.add(1);
+                    map.opening.insert(relative.into(), o.clone());
+                    (o, true)
+                }
+            }
+        };
+        if !opener {
+            if opening.done.wait().is_ok() {
+                if let Some(outcome) = lock(&opening.outcome).clone() {
+                    return outcome.into_lookup();
+                }
+            }
+            // The opener unwound, or this fiber was cancelled: open by ourselves.
+            return self.open(shard, root, relative);
+        }
+        let guard = OpenerGuard {
+            shard,
+            relative,
+            opening,
+        };
+        let result = self.open_and_insert(shard, root, relative);
+        *lock(&guard.opening.outcome) = Some(Outcome::of(&result));
+        drop(guard);
+        match result {
+            Ok(Some(file)) => Ok(Lookup::File(file)),
+            Ok(None) => Ok(Lookup::Directory),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Opens `relative` without looking at opens under way; see [`FileCache::open_and_insert`].
+    fn open(&self, shard: &Shard, root: &Arc<Root>, relative: &[u8]) -> Result<Lookup, OpenError> {
+        Ok(match self.open_and_insert(shard, root, relative)? {
+            Some(file) => Lookup::File(file),
+            None => Lookup::Directory,
+        })
+    }
+
+    /// Opens `relative` on the blocking pool and caches it; `None` for a directory.
+    fn open_and_insert(
+        &self,
+        shard: &Shard,
+        root: &Arc<Root>,
+        relative: &[u8],
+    ) -> Result<Option<Arc<CachedFile>>, OpenError> {
+        #[cfg(test)]
+        self.opens.fetch_add(1, Ordering::Relaxed);
         let opened = {
             let root = root.clone();
             let relative = relative.to_vec();
             let memory_max_bytes = self.memory_max_bytes;
-            weft::blocking(move || open_entry(&root, &relative, memory_max_bytes))
+            #[cfg(test)]
+            let delay = self.open_delay;
+            weft::blocking(move || {
+                #[cfg(test)]
+                std::thread::sleep(delay);
+                open_entry(&root, &relative, memory_max_bytes)
+            })
         }?;
         let Some(mut entry) = opened else {
-            return Ok(Lookup::Directory);
+            return Ok(None);
         };
         entry.checked_secs = AtomicU64::new(self.now_secs());
         let entry = Arc::new(entry);
         let mut map = lock(shard);
-        if map.len() >= self.max_per_shard {
-            if let Some(victim) = map.keys().next().cloned() {
-                map.remove(&victim);
+        if map.files.len() >= self.max_per_shard {
+            if let Some(victim) = map.files.keys().next().cloned() {
+                map.files.remove(&victim);
             }
         }
-        map.insert(relative.into(), entry.clone());
-        Ok(Lookup::File(entry))
+        map.files.insert(relative.into(), entry.clone());
+        Ok(Some(entry))
     }
 
     /// How many entries the cache holds.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).len()).sum()
+        self.shards.iter().map(|s| lock(s).files.len()).sum()
     }
 }
 
@@ -290,6 +449,59 @@ mod tests {
             Ok(Lookup::File(f)) => f,
             _ => panic!("not a file"),
         }
+    }
+
+    /// Many fibers missing the same path at once share an open, and each gets the entry, a
+    /// directory, or the same error. (It used to be an open each: 4,000 first requests, 4,000
+    /// opens on 64 blocking-pool threads.)
+    #[test]
+    fn concurrent_misses_of_one_path_share_one_open() {
+        let (dir, root) = setup();
+        std::fs::write(dir.path().join("b.html"), b"shared").unwrap();
+        let mut cache = FileCache::new(100, 1024);
+        // Longer than 200 lookups take to start, on a loaded test machine too.
+        cache.open_delay = std::time::Duration::from_millis(200);
+        let cache = Arc::new(cache);
+        let cluster = weft::Cluster::builder().processors(1).build().unwrap();
+        const FIBERS: usize = 200;
+        for (path, expect) in [
+            (&b"b.html"[..], "file"),
+            (&b"sub"[..], "directory"),
+            (&b"missing.html"[..], "404"),
+        ] {
+            let before = cache.opens.load(Ordering::Relaxed);
+            // All start together (and the open is slow): a directory or an error is not
+            // cached, so a lookup that began after the first open ended would open again.
+            let gate = Arc::new(weft::sync::Barrier::new(FIBERS));
+            let handles: Vec<_> = (0..FIBERS)
+                .map(|_| {
+                    let (cache, root, gate) = (cache.clone(), root.clone(), gate.clone());
+                    cluster.spawn(move || {
+                        gate.wait().unwrap();
+                        match cache.lookup(&root, path) {
+                            Ok(Lookup::File(f)) => {
+                                assert_eq!(f.body.as_deref(), Some(&b"shared"[..]));
+                                "file"
+                            }
+                            Ok(Lookup::Directory) => "directory",
+                            Err(e) => {
+                                assert_eq!(e.status(), 404);
+                                "404"
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                assert_eq!(h.join().unwrap(), expect);
+            }
+            let opens = cache.opens.load(Ordering::Relaxed) - before;
+            assert_eq!(
+                opens, 1,
+                "{FIBERS} concurrent misses of {expect}: {opens} opens"
+            );
+        }
+        cluster.shutdown();
     }
 
     const POISON_CHILD_ENV: &str = "WEFT_HTTP_POISON_CHILD";
