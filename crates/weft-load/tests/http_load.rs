@@ -184,3 +184,38 @@ fn persistent_open_loop_reaches_its_rate_on_its_connections() {
     );
     assert!(report.latency_us.p50 > 0, "{report:?}");
 }
+
+/// Sockets in `TIME_WAIT` whose remote end is `port` on 127.0.0.1 (`/proc/net/tcp`, state 06):
+/// connections this host's client side closed first.
+fn time_wait_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let remote = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[2] == remote && f[3] == "06"
+        })
+        .count()
+}
+
+/// The persistent connections end with a reset, not in `TIME_WAIT` (see the memcached
+/// generator's test of the same name).
+#[test]
+fn persistent_connections_leave_no_time_wait_behind() {
+    let server = fake_server(200, false);
+    let port: u16 = server.rsplit(':').next().unwrap().parse().unwrap();
+    let mut cfg = config(server);
+    cfg.persistent = true;
+    cfg.connections = 30;
+    cfg.session_rate = 1000.0;
+    cfg.requests_per_session = 1;
+    let report = http::run(&cfg).unwrap();
+    assert_eq!(report.errors_total, 0, "{report:?}");
+    assert_eq!(
+        time_wait_to(port),
+        0,
+        "connections to port {port} left in TIME_WAIT"
+    );
+}

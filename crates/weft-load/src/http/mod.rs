@@ -289,6 +289,10 @@ fn persistent_open_loop(config: &Config, addr: SocketAddr, names: Names) -> anyh
                 .spawn(move || {
                     let s = weft::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
                     s.set_nodelay(true)?;
+                    // Held for the whole run and closed with a reset after it, as the
+                    // memcached generator's: no TIME_WAIT sockets whose expiry, a minute later
+                    // and all at once on the server's CPU, would stall a later run.
+                    s.set_linger(Some(Duration::ZERO))?;
                     Ok::<_, std::io::Error>(s)
                 })
         })
