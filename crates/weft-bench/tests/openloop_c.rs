@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use weft_testkit::{require, start_memcached};
+use weft_testkit::{require, start_memcached, time_wait_to};
 
 /// Builds openloop.c into a fresh directory named after `test`; `None` when `cc` is missing
 /// (a failure under `CI=true`).
@@ -33,18 +33,27 @@ fn build_openloop(test: &str) -> Option<PathBuf> {
     Some(binary)
 }
 
-#[test]
-fn openloop_reports_segments_per_request_both_ways() {
-    let Some(openloop) = build_openloop("segments") else {
-        return;
-    };
-    let Some((_memcached, addr)) = start_memcached(&["-t", "1"]) else {
-        return;
-    };
+/// What one run of openloop against a fresh memcached `-t 1` left: its standard output, and
+/// the `TIME_WAIT` sockets to the server's port it added. `None` when `cc` or memcached is
+/// missing (a failure under `CI=true`).
+struct Run {
+    stdout: Vec<u8>,
+    new_time_wait: usize,
+}
+
+/// Builds openloop for `test` and runs it with `connections`, `qps` and `duration_s` (a 0.1 s
+/// warm-up, 100 keys); fails the test if openloop fails.
+fn run_openloop(test: &str, connections: u32, qps: u32, duration_s: f64) -> Option<Run> {
+    let openloop = build_openloop(test)?;
+    let (_memcached, addr) = start_memcached(&["-t", "1"])?;
+    // The start-up probe's connections are there already.
+    let before = time_wait_to(addr.port());
     let out = Command::new(&openloop)
         .args(["--server", &addr.to_string()])
-        .args(["--connections", "20", "--qps", "2000"])
-        .args(["--duration", "0.5", "--warmup", "0.2", "--keys", "100"])
+        .args(["--connections", &connections.to_string()])
+        .args(["--qps", &qps.to_string()])
+        .args(["--duration", &duration_s.to_string()])
+        .args(["--warmup", "0.1", "--keys", "100"])
         .output()
         .expect("run openloop");
     let _ = std::fs::remove_dir_all(openloop.parent().expect("its directory"));
@@ -53,8 +62,19 @@ fn openloop_reports_segments_per_request_both_ways() {
         "openloop: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    Some(Run {
+        stdout: out.stdout,
+        new_time_wait: time_wait_to(addr.port()) - before,
+    })
+}
+
+#[test]
+fn openloop_reports_segments_per_request_both_ways() {
+    let Some(run) = run_openloop("segments", 20, 2000, 0.5) else {
+        return;
+    };
     let report: serde_json::Value =
-        serde_json::from_slice(&out.stdout).expect("openloop prints one JSON object");
+        serde_json::from_slice(&run.stdout).expect("openloop prints one JSON object");
     let number = |field: &str| {
         report[field]
             .as_f64()
@@ -84,49 +104,16 @@ fn openloop_reports_segments_per_request_both_ways() {
     }
 }
 
-/// Sockets in `TIME_WAIT` whose remote end is `port` on 127.0.0.1 (`/proc/net/tcp`, state 06):
-/// connections the client side closed first.
-fn time_wait_to(port: u16) -> usize {
-    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
-    let remote = format!("0100007F:{port:04X}");
-    table
-        .lines()
-        .skip(1)
-        .filter(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && f[2] == remote && f[3] == "06"
-        })
-        .count()
-}
-
 /// openloop ends its connections with a reset: a run's `TIME_WAIT` sockets expire together a
 /// minute later on the CPU that took the server's FIN (the server's), and with thousands of
 /// connections that stalled the server core of a later run for milliseconds.
 #[test]
 fn openloop_leaves_no_time_wait_behind() {
-    let Some(openloop) = build_openloop("time-wait") else {
+    let Some(run) = run_openloop("time-wait", 50, 1000, 0.3) else {
         return;
     };
-    let Some((_memcached, addr)) = start_memcached(&["-t", "1"]) else {
-        return;
-    };
-    // The start-up probe's connections are there already.
-    let before = time_wait_to(addr.port());
-    let out = Command::new(&openloop)
-        .args(["--server", &addr.to_string()])
-        .args(["--connections", "50", "--qps", "1000"])
-        .args(["--duration", "0.3", "--warmup", "0.1", "--keys", "100"])
-        .output()
-        .expect("run openloop");
-    let _ = std::fs::remove_dir_all(openloop.parent().expect("its directory"));
-    assert!(
-        out.status.success(),
-        "openloop: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(
-        time_wait_to(addr.port()) - before,
-        0,
-        "openloop's connections to {addr} left in TIME_WAIT"
+        run.new_time_wait, 0,
+        "openloop's connections to memcached left in TIME_WAIT"
     );
 }

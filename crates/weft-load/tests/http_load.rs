@@ -5,6 +5,7 @@ use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use weft_load::http::{self, Config, Source};
+use weft_testkit::time_wait_to;
 
 /// Answers every request with `status` and a 1000-byte body; closes when asked.
 fn fake_server(status: u16, hold: bool) -> String {
@@ -169,12 +170,7 @@ fn past_saturation_replies_are_the_capacity_and_the_run_ends_on_time() {
 /// the rate is reached on the given connections, without errors.
 #[test]
 fn persistent_open_loop_reaches_its_rate_on_its_connections() {
-    let mut cfg = config(fake_server(200, false));
-    cfg.persistent = true;
-    cfg.connections = 8;
-    cfg.session_rate = 1000.0;
-    cfg.requests_per_session = 1;
-    let report = http::run(&cfg).unwrap();
+    let report = http::run(&persistent(fake_server(200, false), 8)).unwrap();
     assert_eq!(report.errors_total, 0, "{report:?}");
     // 1000/s for 0.5 s: ~500 requests (Poisson, so not exact).
     assert!(
@@ -185,19 +181,14 @@ fn persistent_open_loop_reaches_its_rate_on_its_connections() {
     assert!(report.latency_us.p50 > 0, "{report:?}");
 }
 
-/// Sockets in `TIME_WAIT` whose remote end is `port` on 127.0.0.1 (`/proc/net/tcp`, state 06):
-/// connections this host's client side closed first.
-fn time_wait_to(port: u16) -> usize {
-    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
-    let remote = format!("0100007F:{port:04X}");
-    table
-        .lines()
-        .skip(1)
-        .filter(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && f[2] == remote && f[3] == "06"
-        })
-        .count()
+/// The open loop over `connections` persistent connections to `server`, 1000 requests/s.
+fn persistent(server: String, connections: usize) -> Config {
+    let mut cfg = config(server);
+    cfg.persistent = true;
+    cfg.connections = connections;
+    cfg.session_rate = 1000.0;
+    cfg.requests_per_session = 1;
+    cfg
 }
 
 /// The persistent connections end with a reset, not in `TIME_WAIT` (see the memcached
@@ -206,12 +197,7 @@ fn time_wait_to(port: u16) -> usize {
 fn persistent_connections_leave_no_time_wait_behind() {
     let server = fake_server(200, false);
     let port: u16 = server.rsplit(':').next().unwrap().parse().unwrap();
-    let mut cfg = config(server);
-    cfg.persistent = true;
-    cfg.connections = 30;
-    cfg.session_rate = 1000.0;
-    cfg.requests_per_session = 1;
-    let report = http::run(&cfg).unwrap();
+    let report = http::run(&persistent(server, 30)).unwrap();
     assert_eq!(report.errors_total, 0, "{report:?}");
     assert_eq!(
         time_wait_to(port),

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use weft_load::dist::{KeyDist, ValueSize};
 use weft_load::memcached::{self, Config};
+use weft_testkit::time_wait_to;
 
 /// How the fake server behaves.
 #[derive(Clone, Copy)]
@@ -225,21 +226,6 @@ fn open_loop_reports_the_generators_own_send_lag() {
     cfg.qps = 0.0;
     let closed = memcached::run(&cfg).unwrap();
     assert!(closed.generator_send_lag_us.is_none(), "{closed:?}");
-}
-
-/// Sockets in `TIME_WAIT` whose remote end is `port` on 127.0.0.1 (`/proc/net/tcp`, state 06):
-/// connections this host's client side closed first.
-fn time_wait_to(port: u16) -> usize {
-    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
-    let remote = format!("0100007F:{port:04X}");
-    table
-        .lines()
-        .skip(1)
-        .filter(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && f[2] == remote && f[3] == "06"
-        })
-        .count()
 }
 
 /// The generator's connections end with a reset, not in `TIME_WAIT`: a run's `TIME_WAIT`

@@ -15,7 +15,9 @@ mod net;
 mod peers;
 mod process;
 
-pub use net::{free_port, listening_within, server_from_env, NotListening, SERVER_ENV};
+pub use net::{
+    free_port, listening_within, server_from_env, time_wait_to, NotListening, SERVER_ENV,
+};
 pub use peers::{
     find_program, install_hint, missing, require, start_listening, start_memcached, start_nginx,
     MEMCACHED,

@@ -1,5 +1,5 @@
-//! Ports and listeners: a free port, waiting until something accepts, and the server a test
-//! is pointed at by `WEFT_TEST_SERVER`.
+//! Ports and listeners: a free port, waiting until something accepts, the server a test is
+//! pointed at by `WEFT_TEST_SERVER`, and the `TIME_WAIT` sockets a client left behind.
 
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::process::Child;
@@ -262,6 +262,21 @@ fn children_of(pid: u32) -> Vec<u32> {
                 .collect::<Vec<u32>>()
         })
         .collect()
+}
+
+/// Sockets in `TIME_WAIT` whose remote end is `port` on 127.0.0.1 (`/proc/net/tcp`, state 06):
+/// connections to it that this host's client side closed first.
+pub fn time_wait_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
+    let remote = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[2] == remote && f[3] == "06"
+        })
+        .count()
 }
 
 #[cfg(test)]
