@@ -116,10 +116,10 @@ enum Outcome {
 }
 
 impl Outcome {
-    fn of(result: &Result<Option<Arc<CachedFile>>, OpenError>) -> Outcome {
+    fn of(result: &Result<Lookup, OpenError>) -> Outcome {
         match result {
-            Ok(Some(file)) => Outcome::File(file.clone()),
-            Ok(None) => Outcome::Directory,
+            Ok(Lookup::File(file)) => Outcome::File(file.clone()),
+            Ok(Lookup::Directory) => Outcome::Directory,
             Err(OpenError::NotFound) => Outcome::NotFound,
             Err(OpenError::Forbidden) => Outcome::Forbidden,
             Err(OpenError::Other(e)) => Outcome::Other(e.raw_os_error(), e.kind(), e.to_string()),
@@ -272,31 +272,14 @@ impl FileCache {
             relative,
             opening,
         };
-        let result = self.open_and_insert(shard, root, relative);
+        let result = self.open(shard, root, relative);
         *lock(&guard.opening.outcome) = Some(Outcome::of(&result));
-        drop(guard);
-        match result {
-            Ok(Some(file)) => Ok(Lookup::File(file)),
-            Ok(None) => Ok(Lookup::Directory),
-            Err(e) => Err(e),
-        }
+        result
     }
 
-    /// Opens `relative` without looking at opens under way; see [`FileCache::open_and_insert`].
+    /// Opens `relative` on the blocking pool (without looking at opens under way) and caches
+    /// a file.
     fn open(&self, shard: &Shard, root: &Arc<Root>, relative: &[u8]) -> Result<Lookup, OpenError> {
-        Ok(match self.open_and_insert(shard, root, relative)? {
-            Some(file) => Lookup::File(file),
-            None => Lookup::Directory,
-        })
-    }
-
-    /// Opens `relative` on the blocking pool and caches it; `None` for a directory.
-    fn open_and_insert(
-        &self,
-        shard: &Shard,
-        root: &Arc<Root>,
-        relative: &[u8],
-    ) -> Result<Option<Arc<CachedFile>>, OpenError> {
         #[cfg(test)]
         self.opens.fetch_add(1, Ordering::Relaxed);
         let opened = {
@@ -312,7 +295,7 @@ impl FileCache {
             })
         }?;
         let Some(mut entry) = opened else {
-            return Ok(None);
+            return Ok(Lookup::Directory);
         };
         entry.checked_secs = AtomicU64::new(self.now_secs());
         let entry = Arc::new(entry);
@@ -323,7 +306,7 @@ impl FileCache {
             }
         }
         map.files.insert(relative.into(), entry.clone());
-        Ok(Some(entry))
+        Ok(Lookup::File(entry))
     }
 
     /// How many entries the cache holds.
