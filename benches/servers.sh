@@ -13,13 +13,15 @@
 #   servers-echo-summary.txt  their ratios to tokio per round, split by the host's vCPU placement
 #   servers-echo-capped.jsonl  the same with the server capped at 70 % and at 40 % of its core (root)
 #   servers-load.txt       weft bench load (the generators against wrk / memcaslap; their CPU)
+#   servers-memcaslap.txt  the cache's peak by an independent generator (benches/memcaslap_peak.sh:
+#                          memcaslap, 16 and 64 connections, one request outstanding each)
 #   targets.jsonl          cycle, yield, churn at 2 processors: best policies and tokio, alternating
 #                          (cycle also with its rings placed on processors, --place-rings)
 #   targets-summary.txt    their ratios per round, split by the host's vCPU placement
 # Every server is pinned to CPU 0 and every load generator to CPU 1 by the commands
 # themselves. Run it on a quiet machine; it takes about 25 minutes.
 #
-# Usage: benches/servers.sh [memcached|memcached-capped|memory|http|http-capped|echo|echo-capped|load|targets ...]
+# Usage: benches/servers.sh [memcached|memcached-capped|memory|http|http-capped|echo|echo-capped|load|memcaslap|targets ...]
 #        (default: all but the capped parts, which need root)
 set -euo pipefail
 
@@ -79,6 +81,9 @@ run_echo() {
 run_load() {
     { stamp "weft bench load"; "$WEFT" bench load; } | tee "$(rec servers-load.txt)"
 }
+run_memcaslap() {
+    benches/memcaslap_peak.sh 6 16 64 | tee "$(rec servers-memcaslap.txt)"
+}
 run_targets() {
     : >"$(rec targets.jsonl)"
     for _ in 1 2 3 4 5; do
@@ -99,15 +104,15 @@ run_targets() {
 }
 
 which=("$@")
-((${#which[@]})) || which=(memcached memory http echo load targets)
+((${#which[@]})) || which=(memcached memory http echo load memcaslap targets)
 for w in "${which[@]}"; do
     case $w in
-    memcached | memory | http | echo | load | targets) "run_$w" ;;
+    memcached | memory | http | echo | load | memcaslap | targets) "run_$w" ;;
     memcached-capped) run_memcached_capped ;;
     echo-capped) run_echo_capped ;;
     http-capped) run_http_capped ;;
     *)
-        echo "unknown part '$w' (memcached memcached-capped memory http http-capped echo echo-capped load targets)" >&2
+        echo "unknown part '$w' (memcached memcached-capped memory http http-capped echo echo-capped load memcaslap targets)" >&2
         exit 2
         ;;
     esac
