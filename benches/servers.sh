@@ -19,7 +19,7 @@
 #                          (cycle also with its rings placed on processors, --place-rings)
 #   targets-summary.txt    their ratios per round, split by the host's vCPU placement
 # Every server is pinned to CPU 0 and every load generator to CPU 1 by the commands
-# themselves. Run it on a quiet machine; it takes about 25 minutes.
+# themselves. Run it on a quiet machine; it takes about 28 minutes.
 #
 # Usage: benches/servers.sh [memcached|memcached-capped|memory|http|http-capped|echo|echo-capped|load|memcaslap|targets ...]
 #        (default: all but the capped parts, which need root)
