@@ -37,7 +37,8 @@ pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; true' EXIT
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-# run SERVER CONNECTIONS ROUND: one memcaslap run; prints its line.
+# run SERVER CONNECTIONS ROUND: one memcaslap run; sets `line`. Not called in a subshell, so
+# that the EXIT trap sees the server's `pid` and the port moves on from run to run.
 run() {
     local server=$1 c=$2 r=$3 out c0 c1 ops tps
     port=$((port + 1))
@@ -61,10 +62,10 @@ run() {
         echo "$out" >&2
         exit 1
     fi
-    awk -v r="$r" -v c="$c" -v s="$server" -v t="$tps" -v d="$((c1 - c0))" -v o="$ops" \
+    line=$(awk -v r="$r" -v c="$c" -v s="$server" -v t="$tps" -v d="$((c1 - c0))" -v o="$ops" \
         -v secs="$secs" 'BEGIN {
             printf "round %d connections %d server %s req/s %d busy %.2f cpu_us_per_request %.2f\n",
-                r, c, s, t, d / 100 / secs, d * 10000 / o }'
+                r, c, s, t, d / 100 / secs, d * 10000 / o }')
 }
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), memcaslap -T 1 -X 200 -t ${secs}s, $rounds rounds"
@@ -73,7 +74,7 @@ for r in $(seq "$rounds"); do
     for c in "${conns[@]}"; do
         if ((r % 2)); then order=(weft memcached); else order=(memcached weft); fi
         for s in "${order[@]}"; do
-            line=$(run "$s" "$c" "$r")
+            run "$s" "$c" "$r"
             echo "$line"
             lines+=("$line")
         done
