@@ -323,6 +323,8 @@ fn weft_memcached(
         connections: args.connections,
         qps,
         depth: 1,
+        protocol: "classic",
+        write_per_request: false,
         update_ratio: 0.1,
         value_size: "fixed:200",
         keys: 10_000,
@@ -339,6 +341,10 @@ pub struct MemcachedLoad<'a> {
     /// 0 = closed loop.
     pub qps: f64,
     pub depth: usize,
+    /// `classic` or `meta` (`weft load memcached --protocol`).
+    pub protocol: &'a str,
+    /// One write per request even when several are due (`--write-per-request`).
+    pub write_per_request: bool,
     pub update_ratio: f64,
     pub value_size: &'a str,
     /// Distinct keys, all preloaded (the server answers them too).
@@ -394,6 +400,7 @@ fn memcached_report_spin(
         ("--connections", load.connections.to_string()),
         ("--qps", load.qps.to_string()),
         ("--depth", load.depth.to_string()),
+        ("--protocol", load.protocol.to_string()),
         ("--update-ratio", load.update_ratio.to_string()),
         ("--value-size", load.value_size.to_string()),
         ("--keys", load.keys.to_string()),
@@ -401,6 +408,9 @@ fn memcached_report_spin(
         ("--warmup", load.warmup_s.to_string()),
     ] {
         args.extend([flag.to_string(), value]);
+    }
+    if load.write_per_request {
+        args.push("--write-per-request".into());
     }
     args.push("--json".into());
     let limit = Duration::from_secs_f64(load.duration_s + load.warmup_s + 60.0);
@@ -569,6 +579,8 @@ fn open_loop_vs_openloop_c(
             connections: args.open_loop_connections,
             qps: args.open_loop_qps,
             depth: 1,
+            protocol: "classic",
+            write_per_request: false,
             update_ratio: 0.03,
             value_size: "fixed:200",
             keys: 10_000,

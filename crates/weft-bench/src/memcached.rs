@@ -40,6 +40,10 @@ pub struct Options {
     pub open_loop: Vec<f64>,
     /// Requests outstanding per connection in the closed-loop (peak) runs.
     pub depth: usize,
+    /// The generator's request protocol: `classic` (get/set) or `meta` (mg/ms).
+    pub protocol: String,
+    /// The generator writes each request on its own, even when several are due together.
+    pub write_per_request: bool,
     /// Seconds measured per run (after a 1 s warm-up).
     pub duration: f64,
     /// Runs per measurement (the median is reported).
@@ -218,7 +222,11 @@ fn compare(
         println!("{label:<40} {w:>12.1} {m:>12.1} {:>7.2}x", w / m);
     };
     row(
-        &format!("peak req/s (closed loop, depth {})", args.depth),
+        &format!(
+            "peak req/s (closed loop, depth {}{})",
+            args.depth,
+            requests(args)
+        ),
         peak[0].qps,
         peak[1].qps,
     );
@@ -331,8 +339,9 @@ fn open_loop(
     }
     let peak = crate::stats::median(&peaks);
     println!(
-        "memcached peak (closed loop, depth {}, {} connections): {} req/s",
+        "memcached peak (closed loop, depth {}{}, {} connections): {} req/s",
         args.depth,
+        requests(args),
         args.connections,
         spread(&peaks, 1.0, 0)
     );
@@ -377,6 +386,19 @@ fn open_loop(
     Ok(())
 }
 
+/// How the generator sends, for a table's label: nothing for the defaults (classic requests,
+/// those due together in one write).
+fn requests(args: &Options) -> String {
+    let mut label = String::new();
+    if args.protocol != "classic" {
+        label += &format!(", {}", args.protocol);
+    }
+    if args.write_per_request && args.depth > 1 {
+        label += ", a write each";
+    }
+    label
+}
+
 /// One load run; returns the generator's report and the server's CPU µs per reply it sent.
 /// `poll`: the generator's dispatcher polls (latency) instead of sleeping (CPU per request).
 #[allow(clippy::too_many_arguments)]
@@ -395,6 +417,8 @@ fn one_run(
         connections: args.connections,
         qps,
         depth,
+        protocol: &args.protocol,
+        write_per_request: args.write_per_request,
         update_ratio: args.update_ratio,
         value_size: &args.value_size,
         keys: args.keys,

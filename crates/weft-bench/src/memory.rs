@@ -272,6 +272,8 @@ fn measure(
         connections: args.connections,
         qps: 0.0,
         depth: 1,
+        protocol: "classic",
+        write_per_request: false,
         update_ratio: args.update_ratio,
         value_size: &args.value_size,
         keys: args.keys,

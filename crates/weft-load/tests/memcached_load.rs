@@ -247,3 +247,126 @@ fn the_generators_connections_leave_no_time_wait_behind() {
         "connections to port {port} left in TIME_WAIT"
     );
 }
+
+/// A server that answers a connection's gets only when `depth` are waiting (or the
+/// connection has gone quiet for 20 ms), all in one write, and reports for each connection
+/// the gets it read and the data segments that carried them (`TCP_INFO`).
+fn batching_server(depth: usize) -> (String, std::sync::mpsc::Receiver<(u64, u32)>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                conn.set_read_timeout(Some(Duration::from_millis(20)))
+                    .unwrap();
+                let mut out = conn.try_clone().unwrap();
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let (mut gets, mut waiting) = (0u64, 0usize);
+                let mut line = String::new();
+                loop {
+                    match reader.read_line(&mut line) {
+                        Ok(0) => break,
+                        Ok(_) if line.ends_with('\n') => {
+                            assert!(line.starts_with("get "), "{line:?}");
+                            line.clear();
+                            gets += 1;
+                            waiting += 1;
+                            if waiting < depth {
+                                continue;
+                            }
+                        }
+                        Ok(_) => continue,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            if waiting == 0 {
+                                continue;
+                            }
+                        }
+                        Err(_) => break,
+                    }
+                    if out.write_all(&b"END\r\n".repeat(waiting)).is_err() {
+                        break;
+                    }
+                    waiting = 0;
+                }
+                let _ = tx.send((gets, data_segments_in(&conn)));
+            });
+        }
+    });
+    (addr, rx)
+}
+
+/// Segments with data the socket has received (`tcpi_data_segs_in`).
+fn data_segments_in(conn: &TcpStream) -> u32 {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `info` is a plain C struct for which all-zero bytes are valid, and the kernel
+    // writes at most `len` bytes of it.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: the descriptor is open for the call, and `info`/`len` are valid for writes.
+    let rc = unsafe {
+        libc::getsockopt(
+            conn.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0, "TCP_INFO: {}", std::io::Error::last_os_error());
+    info.tcpi_data_segs_in
+}
+
+/// Closed loop at depth 4: the requests a connection may send together (its replies came
+/// together) go out in one write, so the server receives a batch in one segment, as from a
+/// client that buffers its pipelined requests; `--write-per-request` keeps one segment each.
+#[test]
+fn requests_due_together_go_out_in_one_write() {
+    for per_request in [false, true] {
+        let (server, reports) = batching_server(4);
+        let mut cfg = config(server);
+        cfg.connections = 1;
+        cfg.qps = 0.0;
+        cfg.depth = 4;
+        cfg.update_ratio = 0.0;
+        cfg.preload = false;
+        cfg.duration = Duration::from_millis(300);
+        cfg.write_per_request = per_request;
+        let report = memcached::run(&cfg).unwrap();
+        assert_eq!(report.errors, 0, "{report:?}");
+        let (gets, segments) = reports.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(gets > 100, "only {gets} gets");
+        if per_request {
+            assert!(
+                segments as u64 >= gets * 9 / 10,
+                "{gets} gets in {segments} segments"
+            );
+        } else {
+            assert!(
+                segments as u64 * 2 <= gets,
+                "{gets} gets in {segments} segments"
+            );
+        }
+    }
+}
+
+/// The meta protocol's gets and sets (`mg`/`ms`) against the real memcached: every
+/// preloaded key hits, every set is stored.
+#[test]
+fn real_memcached_meta_protocol_hits_and_stores() {
+    let Some((_server, addr)) = weft_testkit::start_memcached(&["-t", "1"]) else {
+        return;
+    };
+    let mut cfg = config(addr.to_string());
+    cfg.protocol = memcached::request::Protocol::Meta;
+    cfg.update_ratio = 0.2;
+    cfg.qps = 0.0;
+    cfg.depth = 4;
+    cfg.value_size = ValueSize::Fixed(100);
+    let report = memcached::run(&cfg).unwrap();
+    assert_eq!(report.errors, 0, "{report:?}");
+    assert_eq!(report.misses, 0, "preloaded keys must hit: {report:?}");
+    assert!(report.requests > 500, "{report:?}");
+}

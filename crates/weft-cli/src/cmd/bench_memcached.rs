@@ -32,6 +32,14 @@ pub struct MemcachedBenchArgs {
     /// Requests outstanding per connection in the closed-loop (peak) runs.
     #[arg(long, default_value_t = 1)]
     depth: usize,
+    /// The generator's requests: classic (get/set) or meta (mg/ms). memcached 1.6 sends each
+    /// pipelined classic get's reply in its own segment, a batch of meta gets' together.
+    #[arg(long, default_value = "classic", value_parser = ["classic", "meta"])]
+    protocol: String,
+    /// With --depth above 1: the generator writes each request on its own instead of every
+    /// request due together in one write.
+    #[arg(long)]
+    write_per_request: bool,
     /// Seconds measured per run (after a 1 s warm-up).
     #[arg(long, default_value_t = 5.0)]
     duration: f64,
@@ -73,6 +81,8 @@ impl MemcachedBenchArgs {
             connections: self.connections,
             open_loop: self.open_loop.clone(),
             depth: self.depth,
+            protocol: self.protocol.clone(),
+            write_per_request: self.write_per_request,
             duration: self.duration,
             runs: self.runs,
             update_ratio: self.update_ratio,

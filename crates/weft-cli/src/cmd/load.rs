@@ -122,6 +122,15 @@ struct MemcachedArgs {
     /// Most requests outstanding on one connection (pipelining depth).
     #[arg(long, default_value_t = 1)]
     depth: usize,
+    /// Request protocol: classic (get/set) or meta (mg/ms). memcached 1.6 sends each
+    /// pipelined classic get's reply on its own but a batch of meta gets' replies together.
+    #[arg(long, default_value = "classic")]
+    protocol: memcached::request::Protocol,
+    /// With --depth above 1: one write per request. By default a connection writes every
+    /// request that is due and has room in one write (one segment), as pipelining clients
+    /// buffer theirs.
+    #[arg(long)]
+    write_per_request: bool,
     /// Generator threads (processors of its weft cluster).
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -171,6 +180,8 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
                 key_dist: a.key_dist,
                 value_size: a.value_size,
                 depth: a.depth,
+                protocol: a.protocol,
+                write_per_request: a.write_per_request,
                 threads: a.threads,
                 timeout: Duration::from_secs_f64(a.timeout),
                 preload: !a.no_preload,

@@ -5,7 +5,10 @@
 //! the intended send time of every request travels to the receiver through a FIFO channel
 //! *before* the request is written, so replies (which memcached sends in order) are matched to
 //! it; latency is `reply time − intended time`, so when the server (or depth) holds the sender
-//! back, the wait counts against the server (no coordinated omission).
+//! back, the wait counts against the server (no coordinated omission). Requests that are due
+//! together and have room (closed loop: every free permit; open loop: arrivals already past)
+//! go out in one write, as a pipelining client buffers them, unless the plan says a write
+//! each; a request is never held back to wait for another.
 
 use std::io::{ErrorKind, Read, Write};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -19,7 +22,7 @@ use weft::sync::channel;
 use weft::sync::Semaphore;
 use weft::WaitError;
 
-use super::request::{push_get, push_set};
+use super::request::{push_read, push_write};
 use super::response::{self, Reply};
 use super::Plan;
 use crate::dist::KeySampler;
@@ -72,10 +75,13 @@ pub fn drive(stream: TcpStream, index: usize, plan: Arc<Plan>, recorder: Arc<Rec
         .per_connection_qps()
         .map(|rate| Poisson::new(rate, plan.start, &mut rng));
     let mut out = Vec::with_capacity(256);
+    // Open loop: an arrival drawn while looking for requests to write together that was not
+    // due yet (or found no room); it is the next one to send.
+    let mut drawn: Option<Instant> = None;
     loop {
         let intended = match schedule.as_mut() {
             Some(s) => {
-                let at = s.next(&mut rng);
+                let at = drawn.take().unwrap_or_else(|| s.next(&mut rng));
                 if at >= plan.end {
                     break;
                 }
@@ -137,9 +143,37 @@ pub fn drive(stream: TcpStream, index: usize, plan: Arc<Plan>, recorder: Arc<Rec
         } else {
             Instant::now()
         };
+        out.clear();
         let get = next_request(&mut out, &plan, &keys, &mut rng);
         if tx.send(Pending { intended, get }).is_err() {
             break;
+        }
+        if plan.coalesce {
+            // Every further request that is due and has room goes into the same write, as a
+            // pipelining client's buffered writes do: one segment for the batch.
+            loop {
+                let at = match schedule.as_mut() {
+                    None => intended,
+                    Some(s) => {
+                        let at = s.next(&mut rng);
+                        if at >= plan.end || at > Instant::now() {
+                            drawn = Some(at);
+                            break;
+                        }
+                        at
+                    }
+                };
+                if !permits.try_acquire() {
+                    if schedule.is_some() {
+                        drawn = Some(at);
+                    }
+                    break;
+                }
+                let get = next_request(&mut out, &plan, &keys, &mut rng);
+                if tx.send(Pending { intended: at, get }).is_err() {
+                    break;
+                }
+            }
         }
         if (&*stream).write_all(&out).is_err() {
             // The receiver sees the failure too (a reset or EOF) and counts what was queued.
@@ -316,6 +350,7 @@ pub fn drive_fed(
             }
             break;
         }
+        out.clear();
         let get = next_request(&mut out, plan, &keys, &mut rng);
         let pending = Pending { intended, get };
         // The generator's own lateness: how late a request that found its connection idle
@@ -442,15 +477,15 @@ fn tally(t: &mut Tally, reply: Reply, get: bool, latency: Duration, timeout: Dur
 
 /// Writes the next request of `plan` into `out` (cleared first): a `get` or, with the plan's
 /// update ratio, a `set` of a sampled size. Returns whether it is a `get`.
+/// Appends one request (a get or a set, by the plan's update ratio) to `out`; true for a get.
 fn next_request(out: &mut Vec<u8>, plan: &Plan, keys: &KeySampler, rng: &mut SmallRng) -> bool {
-    out.clear();
     let get = rng.random::<f64>() >= plan.update_ratio;
     let key = keys.sample(rng);
     if get {
-        push_get(out, key);
+        push_read(out, plan.protocol, key);
     } else {
         let len = plan.value_size.sample(rng);
-        push_set(out, key, &plan.filler[..len]);
+        push_write(out, plan.protocol, key, &plan.filler[..len]);
     }
     get
 }

@@ -43,6 +43,12 @@ pub struct Config {
     pub value_size: ValueSize,
     /// Most requests outstanding per connection.
     pub depth: usize,
+    /// Classic (`get`/`set`) or meta (`mg`/`ms`) requests.
+    pub protocol: request::Protocol,
+    /// One write per request, even when several are due at once. Off (the default), a
+    /// connection writes every request that is due and has room in one write, as pipelining
+    /// clients do.
+    pub write_per_request: bool,
     /// Processors (OS threads) of the generator's cluster.
     pub threads: usize,
     /// A reply slower than this counts as a timeout; a connection silent this long is given up.
@@ -69,6 +75,8 @@ impl Default for Config {
             key_dist: KeyDist::Uniform,
             value_size: ValueSize::Fixed(200),
             depth: 1,
+            protocol: request::Protocol::Classic,
+            write_per_request: false,
             threads: 1,
             timeout: Duration::from_secs(1),
             preload: true,
@@ -121,6 +129,9 @@ pub struct Plan {
     pub qps: f64,
     pub connections: usize,
     pub depth: usize,
+    pub protocol: request::Protocol,
+    /// Requests due together go out in one write ([`Config::write_per_request`] off).
+    pub coalesce: bool,
     pub update_ratio: f64,
     pub keys: u64,
     pub key_dist: KeyDist,
@@ -296,6 +307,8 @@ fn run_on_cluster(config: &Config, addr: SocketAddr) -> anyhow::Result<Report> {
         qps: config.qps,
         connections: connected,
         depth: config.depth,
+        protocol: config.protocol,
+        coalesce: !config.write_per_request,
         update_ratio: config.update_ratio,
         keys: config.keys,
         key_dist: config.key_dist,

@@ -1,9 +1,9 @@
-//! Parsing memcached text-protocol replies from the front of a receive buffer.
+//! Parsing memcached text-protocol replies, classic or meta, from the front of a receive buffer.
 //!
 //! Replies arrive in request order, so the generator only needs to know where one ends and
 //! what kind it was. Invariant: [`parse`] never consumes a partial reply — it returns `None`
-//! until the whole reply (a `VALUE` block includes its data and the closing `END`) is in the
-//! buffer.
+//! until the whole reply (a `VALUE` block includes its data and the closing `END`, a `VA` block
+//! its data) is in the buffer. The two protocols' reply words differ, so one parser reads both.
 
 /// Longest reply line accepted before the stream is declared out of sync.
 pub const MAX_LINE_BYTES: usize = 4096;
@@ -11,11 +11,12 @@ pub const MAX_LINE_BYTES: usize = 4096;
 /// What one reply said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reply {
-    /// A get found its item (`VALUE ... END`).
+    /// A get found its item (`VALUE ... END`, or `VA <n> ...` and the data).
     Hit,
-    /// A get found nothing (`END`).
+    /// A get found nothing (`END`, or `EN`).
     Miss,
-    /// A storage command's answer (`STORED`, `NOT_STORED`, `EXISTS`, `NOT_FOUND`).
+    /// A storage command's answer (`STORED`, `NOT_STORED`, `EXISTS`, `NOT_FOUND`, or `HD`,
+    /// `NS`, `EX`, `NF`).
     Stored,
     /// `ERROR`, `CLIENT_ERROR ...` or `SERVER_ERROR ...`.
     Error,
@@ -43,8 +44,24 @@ pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, Desync> {
     let line_end = nl + 1;
     let line = buf[..nl].strip_suffix(b"\r").unwrap_or(&buf[..nl]);
     let reply = match line {
-        b"END" => Reply::Miss,
+        b"END" | b"EN" => Reply::Miss,
         b"STORED" | b"NOT_STORED" | b"EXISTS" | b"NOT_FOUND" => Reply::Stored,
+        l if matches!(l.get(..2), Some(b"HD" | b"NS" | b"EX" | b"NF"))
+            && matches!(l.get(2), None | Some(b' ')) =>
+        {
+            Reply::Stored
+        }
+        l if l.starts_with(b"VA ") => {
+            let bytes = meta_value_length(l)?;
+            let total = line_end + bytes + 2;
+            if buf.len() < total {
+                return Ok(None);
+            }
+            if &buf[total - 2..total] != b"\r\n" {
+                return Err(Desync("VA block not closed by \\r\\n".into()));
+            }
+            return Ok(Some((Reply::Hit, total)));
+        }
         b"ERROR" => Reply::Error,
         l if l.starts_with(b"CLIENT_ERROR") || l.starts_with(b"SERVER_ERROR") => Reply::Error,
         l if l.starts_with(b"VALUE ") => {
@@ -75,12 +92,24 @@ pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, Desync> {
 pub fn needed(buf: &[u8]) -> Option<usize> {
     let nl = buf.iter().position(|&b| b == b'\n')?;
     let line = buf[..nl].strip_suffix(b"\r").unwrap_or(&buf[..nl]);
+    if line.starts_with(b"VA ") {
+        return meta_value_length(line).ok().map(|n| nl + 1 + n + 2);
+    }
     if !line.starts_with(b"VALUE ") {
         return None;
     }
     value_length(line)
         .ok()
         .map(|n| nl + 1 + n + 2 + b"END\r\n".len())
+}
+
+/// `VA <bytes> [<flags>...]` → bytes.
+fn meta_value_length(line: &[u8]) -> Result<usize, Desync> {
+    let text = std::str::from_utf8(line).map_err(|_| Desync("non-UTF-8 VA line".into()))?;
+    text.split(' ')
+        .nth(1)
+        .and_then(|n| n.parse::<usize>().ok())
+        .ok_or_else(|| Desync(format!("bad VA line `{text}`")))
 }
 
 /// `VALUE <key> <flags> <bytes> [<cas>]` → bytes.
@@ -118,6 +147,23 @@ mod tests {
         assert_eq!(needed(&full[..20]), Some(full.len()));
         let with_cas = b"VALUE k 3 2 99\r\nhi\r\nEND\r\nEND\r\n";
         assert_eq!(parse(with_cas), Ok(Some((Reply::Hit, 25))));
+    }
+
+    #[test]
+    fn meta_replies() {
+        assert_eq!(parse(b"EN\r\n"), Ok(Some((Reply::Miss, 4))));
+        assert_eq!(parse(b"HD\r\nEN\r\n"), Ok(Some((Reply::Stored, 4))));
+        assert_eq!(parse(b"NS\r\n"), Ok(Some((Reply::Stored, 4))));
+        assert_eq!(parse(b"HD c123\r\n"), Ok(Some((Reply::Stored, 9))));
+        let full = b"VA 5 t-1\r\nhello\r\n";
+        for cut in 0..full.len() {
+            assert_eq!(parse(&full[..cut]), Ok(None), "cut at {cut}");
+        }
+        assert_eq!(parse(full), Ok(Some((Reply::Hit, full.len()))));
+        assert_eq!(needed(&full[..11]), Some(full.len()));
+        assert!(parse(b"VA 5\r\nhelloXX").is_err());
+        assert!(parse(b"VA x\r\n").is_err());
+        assert!(parse(b"HDX\r\n").is_err());
     }
 
     #[test]
