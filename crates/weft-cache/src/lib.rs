@@ -6,6 +6,7 @@
 //!   and 64-bit CAS.
 //! - [`exec`]: runs a parsed command against the store and writes the reply.
 //! - [`session`]: one connection (read, run every complete request, one write).
+//! - [`lookahead`]: a read's pipelined gets looked up ahead, so their cache misses overlap.
 //! - [`server`]: listeners, the connection limit, the sweeper, graceful shutdown.
 //! - [`fatal`]: invariant violations stop the server.
 //!
@@ -29,6 +30,7 @@
 pub mod config;
 pub mod exec;
 pub mod fatal;
+pub mod lookahead;
 pub mod output;
 pub mod protocol;
 pub mod server;

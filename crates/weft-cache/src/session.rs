@@ -62,6 +62,9 @@ where
         let filled = len + n == buf.len();
         len += n;
         let now = ctx.store.clock.now();
+        if authenticated && swallow == 0 {
+            crate::lookahead::prefetch(&buf[..len], &ctx.store);
+        }
         let mut pos = 0;
         let mut ran = 0usize;
         let mut close = false;

@@ -201,6 +201,14 @@ impl Store {
         fatal::try_lock(&self.shards[i].0, "store shard")
     }
 
+    /// Looks `key` up without answering, asking for the lines a get of it will read (the
+    /// item's slot, key and value: [`Shard::prefetch`]); for [`crate::lookahead`]. Changes
+    /// nothing.
+    pub fn prefetch_get(&self, key: &[u8]) {
+        let hash = self.hash(key);
+        self.lock_shard(Self::shard_of(hash)).prefetch(hash);
+    }
+
     /// Locks the shard of `hash`.
     pub fn lock(&self, hash: u64, now: u32) -> Locked<'_> {
         let index = Self::shard_of(hash);

@@ -208,6 +208,15 @@ impl Shard {
             .map(|ix| ix.idx)
     }
 
+    /// Asks for the item lines of every element whose tag matches `hash` (usually the one
+    /// item with that key, if any), without comparing keys, so nothing waits for them.
+    pub fn prefetch(&self, hash: u64) {
+        let _ = self.table.find(hash, |ix| {
+            self.prefetch_item(ix);
+            false
+        });
+    }
+
     /// Asks for the lines a hit reads next while the key compare waits for its own: the
     /// item's slot, and the [`ITEM_PREFETCH_LINES`] after the key's first line (the value
     /// follows the key in the chunk). At 16 connections the store's misses were most of a

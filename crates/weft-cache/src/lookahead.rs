@@ -1,0 +1,105 @@
+//! Look-ahead over a read's pipelined gets: before the requests of one read run, the keys of
+//! its gets are looked up once without an answer ([`crate::store::Store::prefetch_get`]), so
+//! each item's lines are on their way while the next key's lookup waits for its own table
+//! element, and the requests then find them in cache.
+//!
+//! Why: a get's time in the store is two dependent cache misses, the table element and then
+//! the item (its key, slot and value lines). Run one after another, a read of four gets waits
+//! for eight misses; with the look-ahead, for the four elements and about one item's lines
+//! (`docs/notes/scale.md`, "Pipelined gets"). A read with one get has nothing to overlap and
+//! is left alone, so a connection with one request outstanding pays only the scan.
+//!
+//! Invariants: the look-ahead changes no state (it takes each shard's lock only to read, and
+//! only hints the processor); at most [`MAX_KEYS`] keys from the first [`MAX_SCAN_BYTES`]
+//! bytes of a read, so a read of large values is not scanned through.
+
+use crate::store::Store;
+
+/// Most keys one read's look-ahead asks for.
+pub const MAX_KEYS: usize = 16;
+
+/// Bytes of a read scanned for gets.
+pub const MAX_SCAN_BYTES: usize = 4096;
+
+/// Asks for the lines the gets in `buf` will read, when there are at least two.
+pub fn prefetch(buf: &[u8], store: &Store) {
+    let mut keys = [&[][..]; MAX_KEYS];
+    let n = get_keys(buf, &mut keys);
+    if n > 1 {
+        for key in &keys[..n] {
+            store.prefetch_get(key);
+        }
+    }
+}
+
+/// The keys of the complete get lines at the front of `buf` (`get`, `gets`: every key of the
+/// line; `mg`: its key), in order, at most `MAX_KEYS`; returns how many. Lines of other
+/// commands, and a value block's lines, are skipped (a block line that happens to read like
+/// a get costs a needless hint, nothing else).
+pub fn get_keys<'a>(buf: &'a [u8], keys: &mut [&'a [u8]; MAX_KEYS]) -> usize {
+    let mut rest = &buf[..buf.len().min(MAX_SCAN_BYTES)];
+    let mut n = 0;
+    while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+        let line = rest[..nl].strip_suffix(b"\r").unwrap_or(&rest[..nl]);
+        rest = &rest[nl + 1..];
+        let (args, all) = if let Some(a) = line.strip_prefix(b"get ") {
+            (a, true)
+        } else if let Some(a) = line.strip_prefix(b"gets ") {
+            (a, true)
+        } else if let Some(a) = line.strip_prefix(b"mg ") {
+            (a, false)
+        } else {
+            continue;
+        };
+        for key in args.split(|&b| b == b' ').filter(|k| !k.is_empty()) {
+            if n == MAX_KEYS {
+                return n;
+            }
+            keys[n] = key;
+            n += 1;
+            if !all {
+                break;
+            }
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys_of(buf: &[u8]) -> Vec<&[u8]> {
+        let mut keys = [&[][..]; MAX_KEYS];
+        let n = get_keys(buf, &mut keys);
+        keys[..n].to_vec()
+    }
+
+    #[test]
+    fn finds_the_keys_of_complete_get_lines() {
+        assert_eq!(
+            keys_of(b"mg a v\r\nget b\r\ngets c d\r\nmg e"),
+            [&b"a"[..], b"b", b"c", b"d"]
+        );
+        assert_eq!(keys_of(b"get  x   y\r\n"), [&b"x"[..], b"y"]);
+        assert_eq!(keys_of(b"get z\n"), [&b"z"[..]]);
+    }
+
+    #[test]
+    fn skips_other_commands_and_value_blocks() {
+        assert_eq!(
+            keys_of(b"set k 0 0 5\r\nhello\r\ndelete q\r\nmg m v\r\nmn\r\n"),
+            [&b"m"[..]]
+        );
+        assert!(keys_of(b"getx a\r\nGET b\r\nmget c\r\n").is_empty());
+    }
+
+    #[test]
+    fn stops_at_its_bounds() {
+        let many = b"mg k v\r\n".repeat(MAX_KEYS + 5);
+        assert_eq!(keys_of(&many).len(), MAX_KEYS);
+        let mut far = vec![b'x'; MAX_SCAN_BYTES];
+        far.extend_from_slice(b"\r\nmg late v\r\n");
+        assert!(keys_of(&far).is_empty());
+    }
+}
