@@ -29,7 +29,7 @@ pub struct MemcachedBenchArgs {
     /// comparison.
     #[arg(long, value_name = "FRACTIONS", value_delimiter = ',', value_parser = parse_fraction)]
     open_loop: Vec<f64>,
-    /// Requests outstanding per connection in the closed-loop (peak) runs.
+    /// Requests outstanding per connection in the peak runs and the open-loop run at 80 %.
     #[arg(long, default_value_t = 1)]
     depth: usize,
     /// The generator's requests: classic (get/set) or meta (mg/ms). memcached 1.6 sends each
