@@ -15,14 +15,17 @@
 #   servers-load.txt       weft bench load (the generators against wrk / memcaslap; their CPU)
 #   servers-memcaslap.txt  the cache's peak by an independent generator (benches/memcaslap_peak.sh:
 #                          memcaslap, 16 and 64 connections, one request outstanding each)
+#   servers-pipelined.txt  the cache's pipelined peak (item 4: 16 connections, depth 4, capped;
+#                          root): weft bench memcached with meta and classic gets, then the
+#                          independent Python client (benches/pipelined_peak.sh)
 #   targets.jsonl          cycle, yield, churn at 2 processors: best policies and tokio, alternating
 #                          (cycle also with its rings placed on processors, --place-rings)
 #   targets-summary.txt    their ratios per round, split by the host's vCPU placement
 # Every server is pinned to CPU 0 and every load generator to CPU 1 by the commands
 # themselves. Run it on a quiet machine; it takes about 28 minutes.
 #
-# Usage: benches/servers.sh [memcached|memcached-capped|memory|http|http-capped|echo|echo-capped|load|memcaslap|targets ...]
-#        (default: all but the capped parts, which need root)
+# Usage: benches/servers.sh [memcached|memcached-capped|memory|http|http-capped|echo|echo-capped|load|memcaslap|pipelined|targets ...]
+#        (default: all but the capped parts and pipelined, which need root)
 set -euo pipefail
 
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
@@ -81,6 +84,16 @@ run_echo() {
 run_load() {
     { stamp "weft bench load"; "$WEFT" bench load; } | tee "$(rec servers-load.txt)"
 }
+run_pipelined() {
+    {
+        for proto in meta classic; do
+            stamp "weft bench memcached --connections 16 --depth 4 --runs 3 --server-cpu-pct 40 --protocol $proto"
+            "$WEFT" bench memcached --connections 16 --depth 4 --runs 3 --server-cpu-pct 40 \
+                --protocol "$proto"
+        done
+        benches/pipelined_peak.sh 4
+    } | tee "$(rec servers-pipelined.txt)"
+}
 run_memcaslap() {
     benches/memcaslap_peak.sh 6 16 64 | tee "$(rec servers-memcaslap.txt)"
 }
@@ -110,9 +123,10 @@ for w in "${which[@]}"; do
     memcached | memory | http | echo | load | memcaslap | targets) "run_$w" ;;
     memcached-capped) run_memcached_capped ;;
     echo-capped) run_echo_capped ;;
+    pipelined) run_pipelined ;;
     http-capped) run_http_capped ;;
     *)
-        echo "unknown part '$w' (memcached memcached-capped memory http http-capped echo echo-capped load memcaslap targets)" >&2
+        echo "unknown part '$w' (memcached memcached-capped memory http http-capped echo echo-capped load memcaslap pipelined targets)" >&2
         exit 2
         ;;
     esac

@@ -113,6 +113,26 @@ fn open_loop_hits_its_target_and_counts_misses() {
     assert!(report.latency_us.p50 > 0 && report.latency_us.p50 <= report.latency_us.p99);
 }
 
+/// Open loop with pipelining (the per-connection schedule, arrivals already due written
+/// together) keeps its target and loses nothing, against a server slow enough that arrivals
+/// queue behind each other.
+#[test]
+fn open_loop_with_depth_hits_its_target() {
+    let mut cfg = config(fake_server(Fake::Slow(Duration::from_micros(200))));
+    cfg.preload = false;
+    cfg.depth = 4;
+    let report = memcached::run(&cfg).unwrap();
+    // 2000/s for 0.5 s (Poisson) against a capacity of 5000/s.
+    assert!(
+        (700..1300).contains(&report.requests),
+        "requests {}",
+        report.requests
+    );
+    assert_eq!(report.errors, 0, "{report:?}");
+    assert_eq!(report.timeouts, 0, "{report:?}");
+    assert_eq!(report.unsent, 0, "{report:?}");
+}
+
 /// Open loop past saturation, as mutilate and wrk2 count it: `actual` is the replies received
 /// inside the window, so it shows the server's capacity, not the offered rate; the sender
 /// stops at the end of the window (what it could not send is reported as `unsent`), and the
