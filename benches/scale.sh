@@ -11,7 +11,7 @@
 #
 # Usage: benches/scale.sh [all|mc|http|variants|generators|episodes|stalls]   (env: ROUNDS=2
 #        DURATION=3 LONG_DURATION=20 WARMUP=2 CONNS="1000 4000 15360" WEFT=target/release/weft
-#        WEFT_ARGS= VARIANTS= PEER_TWICE= OUT=docs/bench)
+#        WEFT_ARGS= MEMCACHED_ARGS= VARIANTS= PEER_TWICE= OUT=docs/bench)
 #   all         mc and http with the defaults (io_uring, the servers' default policy)
 #   variants    at 15,360 connections and 50 % of the peer's peak: epoll and the core policies
 #   generators  weft's own generator (`weft load memcached`) against openloop, alternating, on
@@ -135,7 +135,7 @@ weft_flags() {
 server_cmd() {
   local proto=$1 name=$2 port=$3
   case "$proto/$name" in
-  mc/memcached | mc/memcached-2) echo "memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384" ;;
+  mc/memcached | mc/memcached-2) echo "memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384 ${MEMCACHED_ARGS:-}" ;;
   mc/weft*) echo "$WEFT memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384 $(weft_flags "$name") $WEFT_ARGS" ;;
   http/nginx | http/nginx-2)
     nginx_conf "$port" >"$work/nginx-$port.conf"
