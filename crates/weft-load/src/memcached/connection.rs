@@ -475,9 +475,8 @@ fn tally(t: &mut Tally, reply: Reply, get: bool, latency: Duration, timeout: Dur
     }
 }
 
-/// Writes the next request of `plan` into `out` (cleared first): a `get` or, with the plan's
-/// update ratio, a `set` of a sampled size. Returns whether it is a `get`.
-/// Appends one request (a get or a set, by the plan's update ratio) to `out`; true for a get.
+/// Appends the next request of `plan` to `out`: a get or, with the plan's update ratio, a set
+/// of a sampled size, in the plan's protocol. Returns whether it is a get.
 fn next_request(out: &mut Vec<u8>, plan: &Plan, keys: &KeySampler, rng: &mut SmallRng) -> bool {
     let get = rng.random::<f64>() >= plan.update_ratio;
     let key = keys.sample(rng);
