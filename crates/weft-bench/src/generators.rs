@@ -10,6 +10,7 @@ use crate::process::{self, Running};
 use crate::sched::core_probe;
 use anyhow::{bail, Context};
 use weft_load::latency::Recorder;
+use weft_load::memcached::request::Protocol;
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -323,7 +324,7 @@ fn weft_memcached(
         connections: args.connections,
         qps,
         depth: 1,
-        protocol: "classic",
+        protocol: Protocol::Classic,
         write_per_request: false,
         update_ratio: 0.1,
         value_size: "fixed:200",
@@ -341,8 +342,8 @@ pub struct MemcachedLoad<'a> {
     /// 0 = closed loop.
     pub qps: f64,
     pub depth: usize,
-    /// `classic` or `meta` (`weft load memcached --protocol`).
-    pub protocol: &'a str,
+    /// Classic or meta requests (`weft load memcached --protocol`).
+    pub protocol: Protocol,
     /// One write per request even when several are due (`--write-per-request`).
     pub write_per_request: bool,
     pub update_ratio: f64,
@@ -400,7 +401,7 @@ fn memcached_report_spin(
         ("--connections", load.connections.to_string()),
         ("--qps", load.qps.to_string()),
         ("--depth", load.depth.to_string()),
-        ("--protocol", load.protocol.to_string()),
+        ("--protocol", load.protocol.as_str().to_string()),
         ("--update-ratio", load.update_ratio.to_string()),
         ("--value-size", load.value_size.to_string()),
         ("--keys", load.keys.to_string()),
@@ -579,7 +580,7 @@ fn open_loop_vs_openloop_c(
             connections: args.open_loop_connections,
             qps: args.open_loop_qps,
             depth: 1,
-            protocol: "classic",
+            protocol: Protocol::Classic,
             write_per_request: false,
             update_ratio: 0.03,
             value_size: "fixed:200",

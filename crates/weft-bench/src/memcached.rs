@@ -17,6 +17,7 @@ use std::sync::atomic::AtomicBool;
 
 use crate::process::{self, Running};
 use anyhow::{bail, Context};
+use weft_load::memcached::request::Protocol;
 use weft_load::memcached::Report;
 
 use crate::generators::{
@@ -40,8 +41,8 @@ pub struct Options {
     pub open_loop: Vec<f64>,
     /// Requests outstanding per connection in the peak runs and the open-loop run at 80 %.
     pub depth: usize,
-    /// The generator's request protocol: `classic` (get/set) or `meta` (mg/ms).
-    pub protocol: String,
+    /// The generator's request protocol: classic (get/set) or meta (mg/ms).
+    pub protocol: Protocol,
     /// The generator writes each request on its own, even when several are due together.
     pub write_per_request: bool,
     /// Seconds measured per run (after a 1 s warm-up).
@@ -257,7 +258,7 @@ fn compare(
         at80[0].cpu_us_per_request,
         at80[1].cpu_us_per_request,
     );
-    if args.depth > 1 && args.protocol == "classic" {
+    if args.depth > 1 && args.protocol == Protocol::Classic {
         println!(
             "note: memcached 1.6 sends each pipelined classic get's reply in a segment of its \
              own; --protocol meta measures it with its meta gets, whose replies it batches"
@@ -407,8 +408,8 @@ fn open_loop(
 /// those due together in one write).
 fn requests(args: &Options) -> String {
     let mut label = String::new();
-    if args.protocol != "classic" {
-        label += &format!(", {}", args.protocol);
+    if args.protocol != Protocol::Classic {
+        label += &format!(", {}", args.protocol.as_str());
     }
     if args.write_per_request && args.depth > 1 {
         label += ", a write each";
@@ -434,7 +435,7 @@ fn one_run(
         connections: args.connections,
         qps,
         depth,
-        protocol: &args.protocol,
+        protocol: args.protocol,
         write_per_request: args.write_per_request,
         update_ratio: args.update_ratio,
         value_size: &args.value_size,

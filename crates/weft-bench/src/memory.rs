@@ -21,6 +21,7 @@ use crate::process::{self, Running};
 use anyhow::{bail, Context};
 
 use crate::generators::{memcached_report, MemcachedLoad};
+use weft_load::memcached::request::Protocol;
 
 /// The bound on RSS growth per byte of `-m`.
 const TARGET_RATIO: f64 = 1.15;
@@ -272,7 +273,7 @@ fn measure(
         connections: args.connections,
         qps: 0.0,
         depth: 1,
-        protocol: "classic",
+        protocol: Protocol::Classic,
         write_per_request: false,
         update_ratio: args.update_ratio,
         value_size: &args.value_size,

@@ -34,8 +34,8 @@ pub struct MemcachedBenchArgs {
     depth: usize,
     /// The generator's requests: classic (get/set) or meta (mg/ms). memcached 1.6 sends each
     /// pipelined classic get's reply in its own segment, a batch of meta gets' together.
-    #[arg(long, default_value = "classic", value_parser = ["classic", "meta"])]
-    protocol: String,
+    #[arg(long, default_value = "classic")]
+    protocol: weft_load::memcached::request::Protocol,
     /// With --depth above 1: the generator writes each request on its own instead of every
     /// request due together in one write.
     #[arg(long)]
@@ -81,7 +81,7 @@ impl MemcachedBenchArgs {
             connections: self.connections,
             open_loop: self.open_loop.clone(),
             depth: self.depth,
-            protocol: self.protocol.clone(),
+            protocol: self.protocol,
             write_per_request: self.write_per_request,
             duration: self.duration,
             runs: self.runs,

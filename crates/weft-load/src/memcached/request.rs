@@ -15,6 +15,16 @@ pub enum Protocol {
     Meta,
 }
 
+impl Protocol {
+    /// The name `--protocol` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Classic => "classic",
+            Protocol::Meta => "meta",
+        }
+    }
+}
+
 impl FromStr for Protocol {
     type Err = String;
 
@@ -122,6 +132,9 @@ mod tests {
         assert_eq!("meta".parse(), Ok(Protocol::Meta));
         assert_eq!("classic".parse(), Ok(Protocol::Classic));
         assert!("binary".parse::<Protocol>().is_err());
+        for p in [Protocol::Classic, Protocol::Meta] {
+            assert_eq!(p.as_str().parse(), Ok(p));
+        }
         for index in [0, 9, 10, 4_294_967_296, 999_999_999_999, 1_000_000_000_000] {
             let mut key = Vec::new();
             push_key(&mut key, index);
