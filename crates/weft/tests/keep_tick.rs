@@ -34,10 +34,10 @@ fn processor_switches(name: &str) -> u64 {
     panic!("no thread named {comm}");
 }
 
-/// Serves 60 round trips spaced 3 ms apart on a one-processor cluster with a keeper of
+/// Serves 60 round trips spaced `gap` apart on a one-processor cluster with a keeper of
 /// `keep_tick`, then stays idle for 400 ms; returns the processor's sleeps during the requests
 /// and during the idle time.
-fn sleeps(backend: IoBackend, keep_tick: Duration, name: &str) -> (u64, u64) {
+fn sleeps(backend: IoBackend, keep_tick: Duration, gap: Duration, name: &str) -> (u64, u64) {
     const REQUESTS: u64 = 60;
     let c = common::cluster_with(
         backend,
@@ -54,7 +54,7 @@ fn sleeps(backend: IoBackend, keep_tick: Duration, name: &str) -> (u64, u64) {
     client.read_exact(&mut buf).unwrap();
     let before = processor_switches(name);
     for i in 0..REQUESTS {
-        std::thread::sleep(Duration::from_millis(3));
+        std::thread::sleep(gap);
         client.write_all(&i.to_le_bytes()).unwrap();
         client.read_exact(&mut buf).unwrap();
         assert_eq!(buf, i.to_le_bytes());
@@ -73,8 +73,10 @@ fn the_keeper_cuts_sleeps_while_serving_and_stops_when_idle() {
             IoBackend::Uring => "kt-u",
             IoBackend::Epoll => "kt-e",
         };
-        let (off_served, off_idle) = sleeps(backend, Duration::ZERO, &format!("{short}0"));
-        let (on_served, on_idle) = sleeps(backend, Duration::from_millis(1), &format!("{short}1"));
+        let gap = Duration::from_millis(3);
+        let (off_served, off_idle) = sleeps(backend, Duration::ZERO, gap, &format!("{short}0"));
+        let (on_served, on_idle) =
+            sleeps(backend, Duration::from_millis(1), gap, &format!("{short}1"));
         eprintln!(
             "{backend}: sleeps serving {off_served} -> {on_served}, idle {off_idle} -> {on_idle}"
         );
@@ -90,6 +92,32 @@ fn the_keeper_cuts_sleeps_while_serving_and_stops_when_idle() {
             on_idle <= 20,
             "{backend}: an idle processor kept waking for its keeper: {on_idle} sleeps in 400 ms \
              (without a keeper: {off_idle})"
+        );
+    }
+}
+
+#[test]
+fn the_default_keeper_rides_on_the_tick_and_stops_when_idle() {
+    // The default keeper is due at the kernel's next tick (at most 4 ms ahead at HZ=100, one
+    // tick at HZ 250 and up): gaps of 10 ms are each cut at least twice by it.
+    for backend in common::backends() {
+        let short = match backend {
+            IoBackend::Uring => "kd-u",
+            IoBackend::Epoll => "kd-e",
+        };
+        let gap = Duration::from_millis(10);
+        let (off_served, _) = sleeps(backend, Duration::ZERO, gap, &format!("{short}0"));
+        let (on_served, on_idle) =
+            sleeps(backend, weft::DEFAULT_KEEP_TICK, gap, &format!("{short}1"));
+        eprintln!("{backend}: sleeps serving {off_served} -> {on_served}, idle {on_idle}");
+        assert!(
+            on_served >= 2 * off_served,
+            "{backend}: the default keeper did not cut the sleeps: {on_served} sleeps with it, \
+             {off_served} without, over 60 gaps of 10 ms"
+        );
+        assert!(
+            on_idle <= 20,
+            "{backend}: an idle processor kept waking for its keeper: {on_idle} sleeps in 400 ms"
         );
     }
 }

@@ -50,11 +50,13 @@ pub struct HttpArgs {
     #[arg(long, default_value_t = weft::DEFAULT_IDLE_POLL.as_micros() as u64, value_parser = clap::value_parser!(u64).range(0..=weft::MAX_IDLE_POLL.as_micros() as u64))]
     idle_poll_us: u64,
 
-    /// While serving, each processor keeps a timer armed this far ahead when it sleeps, in
-    /// microseconds (0: none), so that the kernel keeps the CPU's tick running and a request
-    /// that wakes the server does not pay for restarting it (a trap to the hypervisor on a
-    /// virtual machine, 4-5 microseconds here). Costs at most one timer expiry per period
-    /// while busy; after 4 periods with nothing to do the processor stops arming it.
+    /// While serving, each processor keeps a timer armed when it sleeps, due at the kernel's
+    /// next tick or this many microseconds from now if that is sooner (0: none), so that the
+    /// kernel keeps the CPU's tick running and a request that wakes the server does not pay for
+    /// restarting it (a trap to the hypervisor on a virtual machine, 4-5 microseconds here).
+    /// Due with the tick it shares the tick's interrupt; a period shorter than the tick (1000,
+    /// the first default) adds an interrupt of its own each period. After 4 periods with
+    /// nothing to do the processor stops arming it.
     #[arg(long, default_value_t = weft::DEFAULT_KEEP_TICK.as_micros() as u64, value_parser = clap::value_parser!(u64).range(0..=weft::MAX_KEEP_TICK.as_micros() as u64))]
     keep_tick_us: u64,
 

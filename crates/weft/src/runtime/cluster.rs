@@ -336,11 +336,15 @@ impl ClusterBuilder {
         self
     }
 
-    /// While a processor is serving, it keeps a timer armed at most `period` ahead whenever it
-    /// sleeps (default 1 ms; zero turns it off), so that a tickless kernel keeps the CPU's tick
+    /// While a processor is serving, it keeps a timer armed whenever it sleeps, due at the
+    /// kernel's next tick or `period` from now if that is sooner (default 4 ms: the next tick
+    /// at `HZ` 250 and up; zero turns it off), so that a tickless kernel keeps the CPU's tick
     /// running and the wake-up that ends the sleep does not restart it. Restarting the tick
     /// reprograms the CPU's timer device, which on a virtual machine traps to the hypervisor:
     /// on the development VM that was 4–5 µs of every request that found the server asleep.
+    /// Due with the tick, the timer is not the CPU's earliest, so arming it reprograms nothing
+    /// and it expires in the tick's interrupt; a shorter `period` (1 ms was the first default)
+    /// makes it the earliest timer, with a reprogram and an interrupt of its own each period.
     /// The timer is never cancelled, only left to expire, and after 4 periods in which nothing
     /// else happened the processor stops arming it: an idle processor takes no wake-ups for
     /// it. Capped at 10 ms (beyond one tick it keeps nothing running). Both backends (io_uring:

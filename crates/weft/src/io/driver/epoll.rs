@@ -28,7 +28,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::keep_tick::KeepTick;
+use super::keep_tick::{monotonic_now_ns, KeepTick};
 use super::{DriverShared, PollMode};
 use crate::io::op::{Completion, Dir, ACK, DONE};
 use crate::loom::{AtomicU64, Ordering, StaticAtomicBool, StaticAtomicU64};
@@ -333,20 +333,27 @@ impl Epoll {
 
     pub(crate) fn park(&self, deadline: Option<Instant>) {
         self.take_cancels();
-        if let (Some(fd), Some(period)) = (&self.keeper, self.keep.arm()) {
+        if let (Some(fd), Some(expiry_ns)) = (&self.keeper, self.keep.arm(monotonic_now_ns)) {
             let spec = libc::itimerspec {
                 it_interval: libc::timespec {
                     tv_sec: 0,
                     tv_nsec: 0,
                 },
                 it_value: libc::timespec {
-                    tv_sec: period.as_secs() as libc::time_t,
-                    tv_nsec: period.subsec_nanos() as libc::c_long,
+                    tv_sec: (expiry_ns / 1_000_000_000) as libc::time_t,
+                    tv_nsec: (expiry_ns % 1_000_000_000) as libc::c_long,
                 },
             };
-            // SAFETY: our own timerfd; `spec` lives through the call; no old value is asked for.
-            let r =
-                unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+            // SAFETY: our own timerfd (CLOCK_MONOTONIC, as the expiry); `spec` lives through the
+            // call; no old value is asked for.
+            let r = unsafe {
+                libc::timerfd_settime(
+                    fd.as_raw_fd(),
+                    libc::TFD_TIMER_ABSTIME,
+                    &spec,
+                    std::ptr::null_mut(),
+                )
+            };
             if r < 0 {
                 self.keep.not_armed();
             }

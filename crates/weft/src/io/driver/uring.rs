@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
-use super::keep_tick::KeepTick;
+use super::keep_tick::{monotonic_now_ns, KeepTick};
 use super::{DriverShared, PollMode};
 use crate::fiber::park::prefetch;
 use crate::io::behind;
@@ -101,9 +101,10 @@ pub(crate) struct Uring {
     cancels: RefCell<Vec<usize>>,
     /// The tick keeper: when to arm its timer.
     keep: KeepTick,
-    /// The keeper's period, where its `TIMEOUT` SQE points (the kernel copies it when the SQE
-    /// is submitted); boxed so its address is stable.
-    keeper_ts: Box<types::Timespec>,
+    /// The keeper's expiry (absolute, `CLOCK_MONOTONIC`), where its `TIMEOUT` SQE points: set
+    /// just before the SQE is pushed, while no keeper is in flight; the kernel copies it when
+    /// the SQE is submitted. Boxed so its address is stable.
+    keeper_ts: Box<Cell<types::Timespec>>,
     /// Which setup flags the kernel accepted (for logs and `Debug`).
     pub(crate) flags: &'static str,
 }
@@ -168,7 +169,7 @@ impl Uring {
             reap_after: Cell::new(0),
             in_flight: Cell::new(0),
             cancels: RefCell::new(Vec::new()),
-            keeper_ts: Box::new(types::Timespec::from(keep.period())),
+            keeper_ts: Box::new(Cell::new(types::Timespec::new())),
             keep,
             flags,
         };
@@ -383,12 +384,20 @@ impl Uring {
     pub(crate) fn park(&self, deadline: Option<Instant>) {
         self.take_cancels();
         self.post_waker();
-        if self.keep.arm().is_some() {
-            let entry = opcode::Timeout::new(&*self.keeper_ts as *const types::Timespec)
+        if let Some(expiry_ns) = self.keep.arm(monotonic_now_ns) {
+            self.keeper_ts.set(
+                types::Timespec::new()
+                    .sec(expiry_ns / 1_000_000_000)
+                    .nsec((expiry_ns % 1_000_000_000) as u32),
+            );
+            let entry = opcode::Timeout::new(self.keeper_ts.as_ptr() as *const types::Timespec)
+                .flags(types::TimeoutFlags::ABS)
                 .build()
                 .user_data(KEEPER);
             // SAFETY: `keeper_ts` is boxed and lives as long as the ring; the kernel copies it
-            // when the SQE is submitted, by the enter below at the latest.
+            // when the SQE is submitted, by the enter below at the latest, and it is not set
+            // again before this keeper's completion is reaped (`arm` returns None while one is
+            // in flight).
             unsafe { self.push(&entry) };
         }
         {
