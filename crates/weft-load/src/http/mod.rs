@@ -279,7 +279,7 @@ fn closed_loop(config: &Config, plan: Arc<SessionPlan>, start: Instant) -> anyho
 /// (superposition: the same load as a process of rate/N per connection). The dispatcher polls
 /// (yields) when the next arrival is within 100 µs, as the memcached generator does.
 fn persistent_open_loop(config: &Config, addr: SocketAddr, names: Names) -> anyhow::Result<Report> {
-    use weft::sync::channel::{self, TrySendError};
+    use weft::sync::channel;
     const SPIN: Duration = Duration::from_micros(100);
     // Connect every connection first, in parallel.
     let connecting: Vec<_> = (0..config.connections)
@@ -362,14 +362,8 @@ fn persistent_open_loop(config: &Config, addr: SocketAddr, names: Names) -> anyh
             continue;
         }
         let feed = &feeds[rand::Rng::random_range(&mut rng, 0..feeds.len())];
-        match feed.try_send(next) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => unsent += u64::from(plan.counts(next)),
-            Err(_) => {
-                if plan.counts(next) {
-                    plan.errors.other.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+        if !hand_over(feed, next) {
+            unsent += u64::from(plan.counts(next));
         }
         next = schedule.next(&mut rng);
     }
@@ -409,5 +403,30 @@ fn report(config: &Config, plan: &SessionPlan, cpu_used: Duration, wall: Duratio
         generator_cpu_us_per_request: cpu_used.as_secs_f64() * 1e6 / attempted.max(1) as f64,
         generator_utilisation: utilisation,
         generator_saturated: utilisation > cpu::SATURATED,
+    }
+}
+
+/// Hands the arrival intended at `at` to a fed session ([`session::run_fed`]); false when it
+/// was never sent: the session's queue is full, or the session has left, which a fed session
+/// does only once the window is over (a dispatcher behind schedule still draws arrivals
+/// intended inside it). A failed exchange does not end a fed session: it reconnects.
+fn hand_over(feed: &weft::sync::channel::Sender<Instant>, at: Instant) -> bool {
+    feed.try_send(at).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft::sync::channel;
+
+    #[test]
+    fn an_arrival_for_a_session_that_left_or_is_full_is_unsent() {
+        let (tx, rx) = channel::bounded::<Instant>(1);
+        let now = Instant::now();
+        assert!(hand_over(&tx, now), "a session with room takes it");
+        assert!(!hand_over(&tx, now), "a full queue: never sent");
+        drop(rx);
+        // The session saw the window end and left: never sent, not an error.
+        assert!(!hand_over(&tx, now));
     }
 }

@@ -388,8 +388,9 @@ pub fn drive_fed(
 /// The open-loop schedule of connections `first, first + step, …` (depth 1): one Poisson
 /// process of `rate` whose every arrival goes to one of them at random — the same load as
 /// independent Poisson processes of rate/N on each (superposition), at one timer for all.
-/// Stops at the end of the window; an arrival that finds its connection's queue full is
-/// `unsent`, one to a dead connection is a timeout or error by the cause.
+/// Stops at the end of the window; an arrival that finds its connection's queue full, or the
+/// connection gone at the end of its window, is `unsent`; one to a dead connection is a
+/// timeout or error by the cause.
 pub fn dispatch(
     plan: &Plan,
     recorder: &Recorder,
@@ -424,13 +425,14 @@ pub fn dispatch(
         match feed.try_send(next) {
             Ok(()) => {}
             Err(channel::TrySendError::Full(_)) => unsent += counted,
-            Err(_) => {
-                if dead[*index].load(Ordering::Acquire) == TIMED_OUT {
-                    timeouts += counted;
-                } else {
-                    errors += counted;
-                }
-            }
+            // The connection has left: it died, or (still ALIVE) it saw the window end
+            // before this dispatcher, behind schedule, drew this arrival; then it was never
+            // sent, which is no failure of the server's.
+            Err(_) => match dead[*index].load(Ordering::Acquire) {
+                TIMED_OUT => timeouts += counted,
+                BROKEN => errors += counted,
+                _ => unsent += counted,
+            },
         }
         next = schedule.next(&mut rng);
     }
@@ -487,4 +489,85 @@ fn next_request(out: &mut Vec<u8>, plan: &Plan, keys: &KeySampler, rng: &mut Sma
         push_write(out, plan.protocol, key, &plan.filler[..len]);
     }
     get
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dist::{KeyDist, ValueSize};
+
+    /// A plan whose 50 ms window ended 10 ms ago: a dispatcher given it is behind schedule
+    /// for every arrival, as one on a loaded machine is at the end of its window.
+    fn plan_that_ended() -> Plan {
+        let now = Instant::now();
+        let start = now - Duration::from_millis(60);
+        Plan {
+            start,
+            count_from: start,
+            end: now - Duration::from_millis(10),
+            qps: 20_000.0,
+            connections: 1,
+            depth: 1,
+            protocol: Default::default(),
+            coalesce: true,
+            update_ratio: 0.0,
+            keys: 10,
+            key_dist: KeyDist::Uniform,
+            value_size: ValueSize::Fixed(8),
+            timeout: Duration::from_secs(1),
+            seed: 7,
+            verbose: false,
+            filler: vec![b'x'; 8],
+        }
+    }
+
+    /// Runs a dispatcher of `plan_that_ended` to one connection that has already left (its
+    /// receiver dropped) in state `state`; returns the tally.
+    fn dispatch_to_a_connection_that_left(state: u8) -> Tally {
+        let plan = plan_that_ended();
+        let recorder = Recorder::new();
+        let (tx, rx) = channel::bounded::<Instant>(ARRIVALS_CAP);
+        drop(rx);
+        let dead = [AtomicU8::new(state)];
+        dispatch(
+            &plan,
+            &recorder,
+            plan.qps,
+            vec![(0, tx)],
+            &dead,
+            1,
+            Duration::ZERO,
+        );
+        recorder.total()
+    }
+
+    #[test]
+    fn arrivals_for_a_connection_whose_window_ended_are_unsent_not_errors() {
+        // The connection saw the window end and left while the dispatcher, behind schedule,
+        // still drew arrivals intended inside it: none of them was sent, none failed.
+        let t = dispatch_to_a_connection_that_left(ALIVE);
+        let counts = (t.unsent, t.errors, t.timeouts);
+        assert_eq!(
+            (counts.1, counts.2),
+            (0, 0),
+            "unsent, errors, timeouts: {counts:?}"
+        );
+        assert!(counts.0 > 100, "about 1,000 arrivals in 50 ms: {counts:?}");
+    }
+
+    #[test]
+    fn arrivals_for_a_dead_connection_count_by_why_it_died() {
+        let b = dispatch_to_a_connection_that_left(BROKEN);
+        let b = (b.unsent, b.errors, b.timeouts);
+        assert!(
+            b.1 > 100 && b.0 == 0 && b.2 == 0,
+            "unsent, errors, timeouts: {b:?}"
+        );
+        let t = dispatch_to_a_connection_that_left(TIMED_OUT);
+        let t = (t.unsent, t.errors, t.timeouts);
+        assert!(
+            t.2 > 100 && t.0 == 0 && t.1 == 0,
+            "unsent, errors, timeouts: {t:?}"
+        );
+    }
 }
