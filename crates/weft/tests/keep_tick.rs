@@ -66,28 +66,28 @@ fn sleeps(backend: IoBackend, keep_tick: Duration, gap: Duration, name: &str) ->
     (served - before, idle - served)
 }
 
-#[test]
-fn the_keeper_cuts_sleeps_while_serving_and_stops_when_idle() {
+/// On both backends: requests spaced `gap` apart with a keeper of `keep_tick` take at least
+/// twice the sleeps they take without one (the keeper's timer is really armed and cuts the
+/// gaps), and once they stop, an idle processor does not keep waking for it (at most 20
+/// sleeps in 400 ms, where a keeper that kept arming would wake it hundreds of times).
+/// `prefix` names the clusters (thread names are short).
+fn keeper_cuts_gaps_and_stops_when_idle(prefix: &str, keep_tick: Duration, gap: Duration) {
     for backend in common::backends() {
         let short = match backend {
-            IoBackend::Uring => "kt-u",
-            IoBackend::Epoll => "kt-e",
+            IoBackend::Uring => format!("{prefix}-u"),
+            IoBackend::Epoll => format!("{prefix}-e"),
         };
-        let gap = Duration::from_millis(3);
         let (off_served, off_idle) = sleeps(backend, Duration::ZERO, gap, &format!("{short}0"));
-        let (on_served, on_idle) =
-            sleeps(backend, Duration::from_millis(1), gap, &format!("{short}1"));
+        let (on_served, on_idle) = sleeps(backend, keep_tick, gap, &format!("{short}1"));
         eprintln!(
-            "{backend}: sleeps serving {off_served} -> {on_served}, idle {off_idle} -> {on_idle}"
+            "{backend}, keeper {keep_tick:?}, gaps {gap:?}: sleeps serving {off_served} -> \
+             {on_served}, idle {off_idle} -> {on_idle}"
         );
-        // 60 gaps of at least 3 ms: without a keeper about one sleep per request; with a 1 ms
-        // keeper each gap is cut into at least three sleeps.
         assert!(
             on_served >= 2 * off_served,
-            "{backend}: the keeper did not cut the sleeps: {on_served} sleeps with it, \
-             {off_served} without, over 60 requests"
+            "{backend}: the keeper ({keep_tick:?}) did not cut the sleeps: {on_served} sleeps \
+             with it, {off_served} without, over 60 gaps of {gap:?}"
         );
-        // Idle for 400 ms: a keeper that kept arming would wake the processor ~400 times.
         assert!(
             on_idle <= 20,
             "{backend}: an idle processor kept waking for its keeper: {on_idle} sleeps in 400 ms \
@@ -97,27 +97,15 @@ fn the_keeper_cuts_sleeps_while_serving_and_stops_when_idle() {
 }
 
 #[test]
+fn the_keeper_cuts_sleeps_while_serving_and_stops_when_idle() {
+    // 60 gaps of at least 3 ms: without a keeper about one sleep per request; with a 1 ms
+    // keeper each gap is cut into at least three sleeps.
+    keeper_cuts_gaps_and_stops_when_idle("kt", Duration::from_millis(1), Duration::from_millis(3));
+}
+
+#[test]
 fn the_default_keeper_rides_on_the_tick_and_stops_when_idle() {
     // The default keeper is due at the kernel's next tick (at most 4 ms ahead at HZ=100, one
     // tick at HZ 250 and up): gaps of 10 ms are each cut at least twice by it.
-    for backend in common::backends() {
-        let short = match backend {
-            IoBackend::Uring => "kd-u",
-            IoBackend::Epoll => "kd-e",
-        };
-        let gap = Duration::from_millis(10);
-        let (off_served, _) = sleeps(backend, Duration::ZERO, gap, &format!("{short}0"));
-        let (on_served, on_idle) =
-            sleeps(backend, weft::DEFAULT_KEEP_TICK, gap, &format!("{short}1"));
-        eprintln!("{backend}: sleeps serving {off_served} -> {on_served}, idle {on_idle}");
-        assert!(
-            on_served >= 2 * off_served,
-            "{backend}: the default keeper did not cut the sleeps: {on_served} sleeps with it, \
-             {off_served} without, over 60 gaps of 10 ms"
-        );
-        assert!(
-            on_idle <= 20,
-            "{backend}: an idle processor kept waking for its keeper: {on_idle} sleeps in 400 ms"
-        );
-    }
+    keeper_cuts_gaps_and_stops_when_idle("kd", weft::DEFAULT_KEEP_TICK, Duration::from_millis(10));
 }
