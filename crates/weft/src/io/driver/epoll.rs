@@ -28,7 +28,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::keep_tick::{monotonic_now_ns, KeepTick};
+use super::keep_tick::{monotonic_now_ns, split_ns, KeepTick};
 use super::{DriverShared, PollMode};
 use crate::io::op::{Completion, Dir, ACK, DONE};
 use crate::loom::{AtomicU64, Ordering, StaticAtomicBool, StaticAtomicU64};
@@ -334,14 +334,15 @@ impl Epoll {
     pub(crate) fn park(&self, deadline: Option<Instant>) {
         self.take_cancels();
         if let (Some(fd), Some(expiry_ns)) = (&self.keeper, self.keep.arm(monotonic_now_ns)) {
+            let (sec, nsec) = split_ns(expiry_ns);
             let spec = libc::itimerspec {
                 it_interval: libc::timespec {
                     tv_sec: 0,
                     tv_nsec: 0,
                 },
                 it_value: libc::timespec {
-                    tv_sec: (expiry_ns / 1_000_000_000) as libc::time_t,
-                    tv_nsec: (expiry_ns % 1_000_000_000) as libc::c_long,
+                    tv_sec: sec as libc::time_t,
+                    tv_nsec: nsec as libc::c_long,
                 },
             };
             // SAFETY: our own timerfd (CLOCK_MONOTONIC, as the expiry); `spec` lives through the

@@ -152,7 +152,7 @@ fn kernel_tick_ns() -> u64 {
     if unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut ts) } != 0 {
         return 0;
     }
-    let ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+    let ns = timespec_ns(&ts);
     // Ticks run at HZ 100 to 1000 (10 ms to 1 ms); anything else is not a tick.
     if (1_000_000..=10_000_000).contains(&ns) {
         ns
@@ -170,7 +170,18 @@ pub(crate) fn monotonic_now_ns() -> u64 {
     };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC is always available.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    timespec_ns(&ts)
+}
+
+/// `ts` (a clock reading, never negative) in nanoseconds.
+fn timespec_ns(ts: &libc::timespec) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Nanoseconds of a clock as whole seconds and the nanoseconds past them (a timespec's two
+/// fields), for the drivers that arm the keeper.
+pub(crate) fn split_ns(ns: u64) -> (u64, u32) {
+    (ns / 1_000_000_000, (ns % 1_000_000_000) as u32)
 }
 
 #[cfg(test)]

@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
-use super::keep_tick::{monotonic_now_ns, KeepTick};
+use super::keep_tick::{monotonic_now_ns, split_ns, KeepTick};
 use super::{DriverShared, PollMode};
 use crate::fiber::park::prefetch;
 use crate::io::behind;
@@ -385,11 +385,9 @@ impl Uring {
         self.take_cancels();
         self.post_waker();
         if let Some(expiry_ns) = self.keep.arm(monotonic_now_ns) {
-            self.keeper_ts.set(
-                types::Timespec::new()
-                    .sec(expiry_ns / 1_000_000_000)
-                    .nsec((expiry_ns % 1_000_000_000) as u32),
-            );
+            let (sec, nsec) = split_ns(expiry_ns);
+            self.keeper_ts
+                .set(types::Timespec::new().sec(sec).nsec(nsec));
             let entry = opcode::Timeout::new(self.keeper_ts.as_ptr() as *const types::Timespec)
                 .flags(types::TimeoutFlags::ABS)
                 .build()
