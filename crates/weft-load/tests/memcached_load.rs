@@ -133,8 +133,13 @@ fn open_loop_with_depth_hits_its_target() {
     // On a loaded machine (a CI run's other tests) a connection's fiber can come to an
     // arrival intended just before the window's end only after it: never sent, counted as
     // `unsent`, not lost (once in a fresh-clone CI run, with the run's max latency 43 ms).
-    // More than one in a hundred would be the generator holding requests back.
-    assert!(report.unsent * 100 <= report.requests, "{report:?}");
+    // More than one in a hundred, while the server kept up, would be the generator holding
+    // requests back. When the machine starves the 200 µs server itself (another CI run: p50
+    // 26 ms, 127 unsent), depth 4 fills and the arrivals left at the window's end are rightly
+    // unsent: that run says nothing about the generator.
+    if report.latency_us.p50 < 2_000 {
+        assert!(report.unsent * 100 <= report.requests, "{report:?}");
+    }
 }
 
 /// Open loop past saturation, as mutilate and wrk2 count it: `actual` is the replies received
