@@ -27,7 +27,9 @@
 # Prints a table per protocol, then each other server's p99 and p999 over the peer's paired by
 # round (servers of a round run back to back, in the opposite order every other round; a point
 # where the generator was 0.9 busy or more is marked generator-bound), and appends every point
-# to $OUT/scale-DATE.jsonl.
+# to $OUT/scale-DATE.jsonl, with the server's CPU over the window (server_busy) and the host's
+# steal time on CPU 0 and CPU 1 over it (server_cpu_steal_ms, load_cpu_steal_ms: /proc/stat's
+# 10 ms ticks, so 0 means under 10 ms).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -154,22 +156,30 @@ cpu_ticks() {
   echo "$sum"
 }
 
+# steal_ticks CPU: the time the host ran something else while this vCPU had work (the
+# eighth figure of its /proc/stat line, in 10 ms ticks).
+steal_ticks() {
+  awk -v c="cpu$1" '$1 == c {print $9}' /proc/stat
+}
+
 # window_busy PID PORT CONNS FILE: once CONNS connections to PORT are established, waits out the
 # warm-up and writes the server's busy fraction over the measured window to FILE (set-up and
 # drain left out, so it reads as CPU per request).
 window_busy() {
-  local pid=$1 port=$2 conns=$3 file=$4 c0 c1 t0 t1
+  local pid=$1 port=$2 conns=$3 file=$4 c0 c1 t0 t1 s00 s01 s10 s11
   for _ in $(seq 1200); do
     [ "$(ss -tnH state established "( sport = :$port )" 2>/dev/null | wc -l)" -ge "$conns" ] && break
     sleep 0.05
   done
   sleep "$WARMUP"
   c0=$(cpu_ticks "$pid")
+  s00=$(steal_ticks 0) s10=$(steal_ticks 1)
   t0=$(date +%s.%N)
   sleep "$DURATION"
   c1=$(cpu_ticks "$pid")
+  s01=$(steal_ticks 0) s11=$(steal_ticks 1)
   t1=$(date +%s.%N)
-  python3 -c "print(round(($c1-$c0)/100/($t1-$t0),3))" >"$file"
+  python3 -c "print(round(($c1-$c0)/100/($t1-$t0),3), ($s01-$s00)*10, ($s11-$s10)*10)" >"$file"
 }
 
 port=30000
@@ -261,9 +271,9 @@ print(json.dumps(d))" "$work/trace.json" "$file" 2>/dev/null || echo '{}')
   wait "$busy_pid" 2>/dev/null || true
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
-  local busy=None
-  [ -s "$work/busy" ] && busy=$(cat "$work/busy")
-  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='${generator%%:*}', server_busy=$busy, stamp='$stamp', isolate='$ISOLATE', duration=$DURATION); print(json.dumps(d))" "$out")
+  local busy=None steal0=None steal1=None
+  [ -s "$work/busy" ] && read -r busy steal0 steal1 <"$work/busy"
+  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='${generator%%:*}', server_busy=$busy, server_cpu_steal_ms=$steal0, load_cpu_steal_ms=$steal1, stamp='$stamp', isolate='$ISOLATE', duration=$DURATION); print(json.dumps(d))" "$out")
   echo "$out" >>"$record"
   echo "$out"
 }

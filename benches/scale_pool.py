@@ -17,7 +17,14 @@ the busiest round's: at 0.9 or more the load core, not the server, sets the tail
 run of each round (memcached-2, nginx-2) over its first, which is what the machine alone makes
 of one server against itself; read weft's table against it.
 
+Records since 2026-11-27 carry the host's steal time on both CPUs over each run's window
+(`server_cpu_steal_ms`, `load_cpu_steal_ms`, in 10 ms ticks): the time this VM's vCPU had
+work and the host ran something else. The steal column counts the rounds where either run
+had any; `--max-steal-ms N` keeps only the rounds where neither run had more than N ms of it
+on the two CPUs together (and so drops rounds from records without the fields).
+
 Usage: benches/scale_pool.py RECORD.jsonl... [--server weft|peer-2|NAME] [--all]
+       [--max-steal-ms N]
 """
 import argparse
 import json
@@ -54,22 +61,35 @@ def rounds(path, server, everything):
             yield point, a, b
 
 
+def steal_ms(row):
+    """The host's steal over a run's window on both CPUs, or None in an older record."""
+    parts = [row.get("server_cpu_steal_ms"), row.get("load_cpu_steal_ms")]
+    if any(p is None for p in parts):
+        return None
+    return sum(parts)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("records", nargs="+")
     ap.add_argument("--server", default="weft")
     ap.add_argument("--all", action="store_true", help="use records taken without ISOLATE=fifo too")
+    ap.add_argument("--max-steal-ms", type=int, metavar="N",
+                    help="only rounds where neither run had more than N ms of steal time on the two CPUs")
     args = ap.parse_args()
     pooled = {}
     for path in args.records:
         for point, a, b in rounds(path, args.server, args.all):
+            if args.max_steal_ms is not None and not all(
+                    steal_ms(r) is not None and steal_ms(r) <= args.max_steal_ms for r in (a, b)):
+                continue
             pooled.setdefault(point, []).append((a, b))
     if not pooled:
         sys.exit("scale_pool.py: no paired rounds in these records")
     print(f"| protocol | connections | % of peer peak | rounds | {args.server} p99 / peer's, paired (min–med–max) "
           "| rounds at or under | p999 / peer's (med) | rounds over 2× | rounds the peer is over 2× "
-          "| generator busy (max) |")
-    print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+          "| generator busy (max) | rounds with steal |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for point in sorted(pooled):
         pairs = pooled[point]
         p99 = sorted(a["p99_us"] / b["p99_us"] for a, b in pairs if b.get("p99_us"))
@@ -79,11 +99,14 @@ def main():
         gens = [r.get("generator_busy") or 0 for pair in pairs for r in pair]
         gen = max(gens)
         bound = " (generator-bound)" if gen >= 0.9 else ""
+        steals = [(steal_ms(a), steal_ms(b)) for a, b in pairs]
+        known = [s for s in steals if None not in s]
+        stolen = f"{sum(max(s) > 0 for s in known)} of {len(known)}" if known else "–"
         print(f"| {point[0]} | {point[1]} | {point[2]} % | {len(p99)} | "
               f"{p99[0]:.2f}–{statistics.median(p99):.2f}–{p99[-1]:.2f} | "
               f"{sum(x <= 1 for x in p99)} of {len(p99)} | {statistics.median(p999):.2f} | "
               f"{sum(x > 2 for x in p999)} of {len(p999)} | {sum(x < 0.5 for x in p999)} of {len(p999)} | "
-              f"{gen:.2f}{bound} |")
+              f"{gen:.2f}{bound} | {stolen} |")
 
 
 if __name__ == "__main__":
