@@ -11,7 +11,7 @@
 #
 # Usage: benches/scale.sh [all|mc|http|variants|generators|episodes|stalls]   (env: ROUNDS=2
 #        DURATION=3 LONG_DURATION=20 WARMUP=2 CONNS="1000 4000 15360" WEFT=target/release/weft
-#        WEFT_ARGS= MEMCACHED_ARGS= VARIANTS= PEER_TWICE= OUT=docs/bench)
+#        WEFT_ARGS= MEMCACHED_ARGS= VARIANTS= PEER_TWICE= HALT_POLL_NS= OUT=docs/bench)
 #   all         mc and http with the defaults (io_uring, the servers' default policy)
 #   variants    at 15,360 connections and 50 % of the peer's peak: epoll and the core policies
 #   generators  weft's own generator (`weft load memcached`) against openloop, alternating, on
@@ -63,11 +63,31 @@ VARIANTS=${VARIANTS:-}
 PEER_TWICE=${PEER_TWICE:-}
 case $PEER_TWICE in "" | 1) ;; *) echo "scale.sh: PEER_TWICE is empty or 1" >&2; exit 2 ;; esac
 OUT=${OUT:-docs/bench}
+# HALT_POLL_NS=N sets the guest's idle poll (the cpuidle-haltpoll driver's guest_halt_poll_ns:
+# how long an idle vCPU polls for work before it halts) for the run, and puts the old value
+# back at the end. This VM ships it at 0: every idle moment halts the vCPU, the host may give
+# its core away, and the next wake-up waits for it (the steal columns). The kernel's default
+# is 200000. Empty (the default): the machine as it is. Every record carries the value.
+HALT_POLL_NS=${HALT_POLL_NS:-}
+halt_poll=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+case $HALT_POLL_NS in
+"") ;;
+*[!0-9]*) echo "scale.sh: HALT_POLL_NS is a whole number of ns" >&2; exit 2 ;;
+*) [ -w "$halt_poll" ] || { echo "scale.sh: HALT_POLL_NS needs the cpuidle-haltpoll driver ($halt_poll not writable)" >&2; exit 2; } ;;
+esac
 stamp=$(date +%Y-%m-%d-%H%M)
 record="$OUT/scale-$stamp.jsonl"
 work=$(mktemp -d)
 chmod 755 "$work"
-trap 'rm -rf "$work"' EXIT
+old_halt_poll=
+# On the way out (an interrupt too) stop the server of the point under way; a generator
+# started by it ends with its own window.
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"; if [ -n "$old_halt_poll" ]; then echo "$old_halt_poll" >"$halt_poll"; fi' EXIT
+trap 'exit 130' INT TERM
+if [ -n "$HALT_POLL_NS" ]; then
+  old_halt_poll=$(cat "$halt_poll")
+  echo "$HALT_POLL_NS" >"$halt_poll"
+fi
 
 for tool in memcached nginx cc; do
   command -v "$tool" >/dev/null || { echo "scale.sh: $tool is missing (apt-get install memcached nginx gcc)" >&2; exit 2; }
@@ -271,9 +291,10 @@ print(json.dumps(d))" "$work/trace.json" "$file" 2>/dev/null || echo '{}')
   wait "$busy_pid" 2>/dev/null || true
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
-  local busy=None steal0=None steal1=None
+  local busy=None steal0=None steal1=None halt=None
+  [ -r "$halt_poll" ] && halt=$(cat "$halt_poll")
   [ -s "$work/busy" ] && read -r busy steal0 steal1 <"$work/busy"
-  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='${generator%%:*}', server_busy=$busy, server_cpu_steal_ms=$steal0, load_cpu_steal_ms=$steal1, stamp='$stamp', isolate='$ISOLATE', duration=$DURATION); print(json.dumps(d))" "$out")
+  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='${generator%%:*}', server_busy=$busy, server_cpu_steal_ms=$steal0, load_cpu_steal_ms=$steal1, guest_halt_poll_ns=$halt, stamp='$stamp', isolate='$ISOLATE', duration=$DURATION); print(json.dumps(d))" "$out")
   echo "$out" >>"$record"
   echo "$out"
 }
