@@ -21,7 +21,9 @@ Records since 2026-11-27 carry the host's steal time on both CPUs over each run'
 (`server_cpu_steal_ms`, `load_cpu_steal_ms`, in 10 ms ticks): the time this VM's vCPU had
 work and the host ran something else. The steal column counts the rounds where either run
 had any; `--max-steal-ms N` keeps only the rounds where neither run had more than N ms of it
-on the two CPUs together (and so drops rounds from records without the fields).
+on the two CPUs together (and so drops rounds from records without the fields). Records
+since then also carry the guest's idle poll (`guest_halt_poll_ns`, scale.sh's HALT_POLL_NS);
+the pool warns when its rounds ran at different settings.
 
 Usage: benches/scale_pool.py RECORD.jsonl... [--server weft|peer-2|NAME] [--all]
        [--max-steal-ms N]
@@ -86,6 +88,13 @@ def main():
             pooled.setdefault(point, []).append((a, b))
     if not pooled:
         sys.exit("scale_pool.py: no paired rounds in these records")
+    # The guest's idle poll changes the host's steal and so the tails (HALT_POLL_NS of
+    # scale.sh): rounds taken at different settings do not belong in one pool.
+    polls = {r.get("guest_halt_poll_ns") for pairs in pooled.values() for pair in pairs for r in pair}
+    if len(polls) > 1:
+        shown = ", ".join("unrecorded" if p is None else str(p) for p in sorted(polls, key=lambda p: -1 if p is None else p))
+        print(f"scale_pool.py: warning: these rounds ran at different guest idle polls (guest_halt_poll_ns: {shown})",
+              file=sys.stderr)
     print(f"| protocol | connections | % of peer peak | rounds | {args.server} p99 / peer's, paired (min–med–max) "
           "| rounds at or under | p999 / peer's (med) | rounds over 2× | rounds the peer is over 2× "
           "| generator busy (max) | rounds with steal |")
