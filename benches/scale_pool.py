@@ -13,6 +13,10 @@ A round pairs the weft server and the peer that ran back to back in it (scale.sh
 them). Only records taken with ISOLATE=fifo are used, unless --all. The generator column is
 the busiest round's: at 0.9 or more the load core, not the server, sets the tail.
 
+After the table, one line per protocol takes the 25 % and 50 % points together: the median
+of every round's p99 ratio, how many rounds were at or under, and the server's CPU over the
+peer's (the figures the notes quote for item 3).
+
 `--server peer-2` pools the A/A control of records taken with PEER_TWICE=1: the peer's second
 run of each round (memcached-2, nginx-2) over its first, which is what the machine alone makes
 of one server against itself; read weft's table against it.
@@ -116,6 +120,24 @@ def main():
               f"{sum(x <= 1 for x in p99)} of {len(p99)} | {statistics.median(p999):.2f} | "
               f"{sum(x > 2 for x in p999)} of {len(p999)} | {sum(x < 0.5 for x in p999)} of {len(p999)} | "
               f"{gen:.2f}{bound} | {stolen} |")
+    summarize(pooled, args.server)
+
+
+def summarize(pooled, server):
+    """The 25 % and 50 % points together, per protocol: the line the notes quote for item 3
+    (the 75 % points are mostly generator-bound on this VM)."""
+    for proto in sorted({point[0] for point in pooled}):
+        pairs = [pair for point, ps in pooled.items() if point[0] == proto and point[2] in (25, 50) for pair in ps]
+        p99 = sorted(a["p99_us"] / b["p99_us"] for a, b in pairs if b.get("p99_us"))
+        p999 = [a["p999_us"] / b["p999_us"] for a, b in pairs if b.get("p999_us")]
+        busy = sorted(a["server_busy"] / b["server_busy"] for a, b in pairs
+                      if a.get("server_busy") and b.get("server_busy"))
+        if not p99:
+            continue
+        cpu = f"; busy over the peer's {busy[0]:.2f}–{statistics.median(busy):.2f}–{busy[-1]:.2f}" if busy else ""
+        print(f"\n{proto}, the 25 % and 50 % points together: {server} p99 / peer's {statistics.median(p99):.2f} "
+              f"({sum(x <= 1 for x in p99)} of {len(p99)} rounds at or under), p999 over 2× in "
+              f"{sum(x > 2 for x in p999)}{cpu}")
 
 
 if __name__ == "__main__":
