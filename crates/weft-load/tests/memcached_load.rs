@@ -122,12 +122,11 @@ fn open_loop_with_depth_hits_its_target() {
     cfg.preload = false;
     cfg.depth = 4;
     let report = memcached::run(&cfg).unwrap();
-    // 2000/s for 0.5 s (Poisson) against a capacity of 5000/s.
-    assert!(
-        (700..1300).contains(&report.requests),
-        "requests {}",
-        report.requests
-    );
+    // 2000/s for 0.5 s (Poisson) against a capacity of 5000/s: the arrivals the schedule drew
+    // in the window, sent or not (a fresh-clone CI run starved this test to 670 sent; what
+    // the generator held back is judged by `unsent` below).
+    let drawn = report.requests + report.unsent;
+    assert!((700..1300).contains(&drawn), "{report:?}");
     assert_eq!(report.errors, 0, "{report:?}");
     assert_eq!(report.timeouts, 0, "{report:?}");
     // On a loaded machine (a CI run's other tests) a connection's fiber can come to an
