@@ -2,7 +2,15 @@
 //! store's chunks under the shard lock, so a chunk is never referenced by a reply and is
 //! free as soon as its item is unlinked (`crate::store`). The buffer is written with one
 //! `write` and shrunk back when one reply made it large.
+//!
+//! Between batches a connection holds no buffer: [`Output::take_spare`] takes one from its
+//! thread's spares when a batch starts and [`Output::give_back`] returns it once written, so
+//! the next batch on that thread writes its replies into lines still in cache (at thousands
+//! of connections a buffer of each connection's own is cold at every request), and an idle
+//! connection costs no output memory. Spares are plain owned buffers: a fiber that moves to
+//! another thread mid-batch gives its buffer back there.
 
+use std::cell::RefCell;
 use std::io::{self, Write};
 
 /// Pending output that is written before a batch (or one multi-get) goes on: with it, what
@@ -11,6 +19,16 @@ pub const FLUSH_BYTES: usize = 256 * 1024;
 /// A buffer grown past this by a large reply is given back (to a quarter of it) once
 /// written, so an idle connection keeps at most this much.
 const KEEP_BYTES: usize = 64 * 1024;
+/// At most this many spare buffers a thread, each at most [`SPARE_MAX_BYTES`]: a thread needs
+/// about as many as its connections that are mid-batch at once.
+const SPARE_BUFFERS: usize = 64;
+const SPARE_MAX_BYTES: usize = 16 * 1024;
+/// A new spare's capacity: a few replies without growing.
+const SPARE_START_BYTES: usize = 2048;
+
+thread_local! {
+    static SPARES: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Pending responses for one connection.
 #[derive(Debug, Default)]
@@ -105,6 +123,32 @@ impl Output {
         self.held.clear();
     }
 
+    /// A batch starts: unless this output holds a buffer, takes its thread's spare given
+    /// back last (the warmest), or a new one.
+    pub fn take_spare(&mut self) {
+        if self.buf.capacity() == 0 {
+            self.buf = SPARES
+                .with(|s| s.borrow_mut().pop())
+                .unwrap_or_else(|| Vec::with_capacity(SPARE_START_BYTES));
+        }
+    }
+
+    /// A batch is written: hands the empty buffer to this thread's spares (dropped when they
+    /// are full or it grew past [`SPARE_MAX_BYTES`]).
+    pub fn give_back(&mut self) {
+        debug_assert!(self.buf.is_empty(), "give_back with output pending");
+        let buf = std::mem::take(&mut self.buf);
+        if buf.capacity() == 0 || buf.capacity() > SPARE_MAX_BYTES {
+            return;
+        }
+        SPARES.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.len() < SPARE_BUFFERS {
+                s.push(buf);
+            }
+        });
+    }
+
     /// Writes everything and empties the output.
     pub fn write_to(&mut self, w: &mut impl Write) -> io::Result<()> {
         if !self.buf.is_empty() {
@@ -118,6 +162,37 @@ impl Output {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_written_buffer_goes_to_the_next_batch_on_the_thread() {
+        let mut a = Output::new();
+        a.take_spare();
+        assert!(a.buf.capacity() >= SPARE_START_BYTES);
+        a.push(b"STORED\r\n");
+        let ptr = a.buf.as_ptr();
+        a.write_to(&mut Vec::new()).unwrap();
+        a.give_back();
+        assert_eq!(a.buf.capacity(), 0, "an idle connection holds no buffer");
+        let mut b = Output::new();
+        b.take_spare();
+        assert_eq!(
+            b.buf.as_ptr(),
+            ptr,
+            "the spare given back last is taken first"
+        );
+        assert!(b.is_empty());
+        // A buffer that grew past the spares' limit is dropped, not kept.
+        b.push(&vec![b'x'; SPARE_MAX_BYTES + 1]);
+        b.write_to(&mut Vec::new()).unwrap();
+        b.give_back();
+        let mut c = Output::new();
+        c.take_spare();
+        assert!(c.buf.capacity() <= SPARE_MAX_BYTES);
+        // An output that holds a buffer keeps it.
+        let held = c.buf.as_ptr();
+        c.take_spare();
+        assert_eq!(c.buf.as_ptr(), held);
+    }
 
     #[test]
     fn pieces_keep_order_and_a_large_buffer_is_given_back() {

@@ -59,6 +59,7 @@ where
             return Ok(());
         }
         add(&ctx.store.stats.bytes_read, n as u64);
+        out.take_spare();
         let filled = len + n == buf.len();
         len += n;
         let now = ctx.store.clock.now();
@@ -139,6 +140,7 @@ where
             }
         }
         flush(&mut out, &mut stream, ctx)?;
+        out.give_back();
         auth_reply = None;
         if close {
             return Ok(());
