@@ -5,10 +5,10 @@
 //!
 //! Between batches a connection holds no buffer: [`Output::take_spare`] takes one from its
 //! thread's spares when a batch starts and [`Output::give_back`] returns it once written, so
-//! the next batch on that thread writes its replies into lines still in cache (at thousands
-//! of connections a buffer of each connection's own is cold at every request), and an idle
-//! connection costs no output memory. Spares are plain owned buffers: a fiber that moves to
-//! another thread mid-batch gives its buffer back there.
+//! an idle connection costs no output memory (3.8 MB less RSS at 15,360 connections) and the
+//! next batch on that thread writes into the buffer written last (no CPU change measured,
+//! `docs/notes/scale.md`). Spares are plain owned buffers: a fiber that moves to another
+//! thread mid-batch gives its buffer back there.
 
 use std::cell::RefCell;
 use std::io::{self, Write};
@@ -17,7 +17,7 @@ use std::io::{self, Write};
 /// one connection holds is bounded whatever its requests ask for.
 pub const FLUSH_BYTES: usize = 256 * 1024;
 /// A buffer grown past this by a large reply is given back (to a quarter of it) once
-/// written, so an idle connection keeps at most this much.
+/// written, so an output that keeps its buffer between batches holds at most this much.
 const KEEP_BYTES: usize = 64 * 1024;
 /// At most this many spare buffers a thread, each at most [`SPARE_MAX_BYTES`]: a thread needs
 /// about as many as its connections that are mid-batch at once.
