@@ -25,7 +25,8 @@
 #               same episode for every server at known times; per round the worst latency
 #               around a stall and how long its backlog took to drain, paired by round
 # Prints a table per protocol, then each other server's p99 and p999 over the peer's paired by
-# round (servers of a round run back to back, in the opposite order every other round; a point
+# round (servers of a round run back to back, in the opposite order every other round, counted
+# across points so that ROUNDS=1 alternates too; a point
 # where the generator was 0.9 busy or more is marked generator-bound), and appends every point
 # to $OUT/scale-DATE.jsonl, with the server's CPU over the window (server_busy) and the host's
 # steal time on CPU 0 and CPU 1 over it (server_cpu_steal_ms, load_cpu_steal_ms: /proc/stat's
@@ -302,6 +303,10 @@ print(json.dumps(d))" "$work/trace.json" "$file" 2>/dev/null || echo '{}')
 # sweep PROTO PEER "NAMES..." : peak of the peer, then 25/50/75 % for every server
 sweep() {
   local proto=$1 peer=$2 names=$3
+  # Rounds counted across every point: every other one runs the servers in the opposite
+  # order, so what one run leaves behind for the next, or a drift within a round, falls on
+  # each server alike, also with ROUNDS=1 (where the order then alternates point by point).
+  local turn=0
   for conns in $CONNS; do
     local peak peak_point
     peak_point=$(point "$proto" "$peer" "$conns" 400000)
@@ -314,11 +319,10 @@ sweep() {
 if g >= 0.9 and g >= s: print(f'# warning: the generator was busy {g:.2f} of its CPU (the server {s:.2f}): this peak is partly the generator\'s; see the generator busy column', file=sys.stderr)" "$peak_point"
     for frac in 25 50 75; do
       local qps=$((peak * frac / 100))
-      for r in $(seq "$ROUNDS"); do
-        # Every other round runs the servers in the opposite order, so what one run leaves
-        # behind for the next, or a drift within a round, falls on each server alike.
+      for _ in $(seq "$ROUNDS"); do
         local order=$names
-        [ $((r % 2)) -eq 0 ] && order=$(echo $names | tr ' ' '\n' | tac | tr '\n' ' ')
+        [ $((turn % 2)) -eq 1 ] && order=$(echo $names | tr ' ' '\n' | tac | tr '\n' ' ')
+        turn=$((turn + 1))
         for name in $order; do
           point "$proto" "$name" "$conns" "$qps" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=$frac, peer_peak=$peak); print(json.dumps(d))" >>"$work/table.jsonl"
         done
@@ -411,9 +415,16 @@ variants)
     [ "$proto" = http ] && peer=nginx
     peak=$(point "$proto" "$peer" 15360 400000 | python3 -c "import json,sys; print(int(json.load(sys.stdin)['actual_qps']))")
     qps=$((peak / 2))
-    for _ in $(seq "$ROUNDS"); do
-      for name in "$peer" weft "weft --io epoll" "weft --scheduler work-stealing" \
-        "weft --scheduler relaxed-fifo" "weft --scheduler lifo-stealing" "weft --scheduler global-fifo"; do
+    names=("$peer" weft "weft --io epoll" "weft --scheduler work-stealing"
+      "weft --scheduler relaxed-fifo" "weft --scheduler lifo-stealing" "weft --scheduler global-fifo")
+    for r in $(seq "$ROUNDS"); do
+      # Every other round in the opposite order, as in `sweep`.
+      order=("${names[@]}")
+      if [ $((r % 2)) -eq 0 ]; then
+        order=()
+        for ((i = ${#names[@]} - 1; i >= 0; i--)); do order+=("${names[$i]}"); done
+      fi
+      for name in "${order[@]}"; do
         point "$proto" "$name" 15360 "$qps" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=50, peer_peak=$peak); print(json.dumps(d))" >>"$work/table.jsonl"
       done
     done
