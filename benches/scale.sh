@@ -26,8 +26,8 @@
 #               around a stall and how long its backlog took to drain, paired by round
 # Prints a table per protocol, then each other server's p99 and p999 over the peer's paired by
 # round (servers of a round run back to back, in the opposite order every other round, counted
-# across points so that ROUNDS=1 alternates too; a point
-# where the generator was 0.9 busy or more is marked generator-bound), and appends every point
+# across points so that ROUNDS=1 alternates too; a point where the generator was 0.9 busy or
+# more is marked generator-bound), and appends every point
 # to $OUT/scale-DATE.jsonl, with the server's CPU over the window (server_busy) and the host's
 # steal time on CPU 0 and CPU 1 over it (server_cpu_steal_ms, load_cpu_steal_ms: /proc/stat's
 # 10 ms ticks, so 0 means under 10 ms).
