@@ -9,7 +9,11 @@
 //!
 //! Invariants: a lane is pushed and popped only by its processor (`YieldLane` is owned by it);
 //! other processors only steal (`ring::Steal`). A full lane moves half its fibers to the
-//! overflow in one batch, so a yield never fails and never blocks.
+//! overflow in one batch, so a yield never fails and never blocks; those fibers are older than
+//! the lane's, and the lane takes them back first (`YieldLane::pop`), so a lane kept full by
+//! fibers that yield again and again cannot starve the ones it spilled.
+
+use std::collections::VecDeque;
 
 use crate::fiber::core::Task;
 use crate::sched::inject::Inject;
@@ -29,7 +33,19 @@ pub(crate) struct YieldLane {
     lane: ring::Local<Task>,
     /// Where the next steal attempt starts, so victims rotate.
     next_victim: usize,
+    /// Fibers this lane overflowed not yet taken back from the overflow: older than the
+    /// lane's, so `pop` takes them first. Without it a lane kept full by fibers that yield
+    /// again and again was served alone, and the fibers it had spilled waited until it
+    /// emptied (`tests/fairness.rs`).
+    owed: usize,
+    /// Spilled fibers taken back from the overflow, [`SPILL_BATCH`] at a time under one lock,
+    /// served before the lane. Private, so at most a batch is out of the thieves' reach, and
+    /// only while this processor is busy serving it.
+    spilled: VecDeque<Task>,
 }
+
+/// How many spilled fibers one look at the overflow takes back.
+const SPILL_BATCH: usize = 32;
 
 /// Builds the lanes of a cluster of `processors` processors.
 pub(crate) fn new(processors: usize) -> (YieldShared, Vec<YieldLane>) {
@@ -42,6 +58,8 @@ pub(crate) fn new(processors: usize) -> (YieldShared, Vec<YieldLane>) {
         .map(|(i, lane)| YieldLane {
             lane,
             next_victim: i + 1,
+            owed: 0,
+            spilled: VecDeque::new(),
         })
         .collect();
     (
@@ -62,12 +80,23 @@ impl YieldShared {
 
 impl YieldLane {
     pub(crate) fn push(&mut self, shared: &YieldShared, task: Task) {
-        self.lane.push_back_or_overflow(task, &shared.overflow);
+        self.owed += self.lane.push_back_or_overflow(task, &shared.overflow);
     }
 
-    /// The oldest fiber of this processor's lane, else of the overflow.
+    /// The oldest fiber: one this lane spilled while any is owed (the count is an upper bound,
+    /// since other processors pop the overflow too; an empty overflow settles it), else the
+    /// lane's front, else the overflow's.
     pub(crate) fn pop(&mut self, shared: &YieldShared) -> Option<Task> {
-        self.lane.pop().or_else(|| shared.overflow.pop())
+        if self.spilled.is_empty() && self.owed > 0 {
+            let taken = shared
+                .overflow
+                .pop_front_into(&mut self.spilled, self.owed.min(SPILL_BATCH));
+            self.owed = if taken == 0 { 0 } else { self.owed - taken };
+        }
+        self.spilled
+            .pop_front()
+            .or_else(|| self.lane.pop())
+            .or_else(|| shared.overflow.pop())
     }
 
     /// Takes half of another processor's lane (idle processors only).

@@ -199,21 +199,23 @@ impl<T> Local<T> {
 
     /// Queues `value` at the back; when the ring is full, moves half of it plus `value` to
     /// `overflow` in one batch (or just `value`, when a stealer is freeing room right now).
+    /// Returns how many values went to `overflow` (0 when the ring had room), so the owner can
+    /// serve them before the newer values left in the ring.
     #[inline]
-    pub fn push_back_or_overflow(&mut self, value: T, overflow: &impl Overflow<T>) {
+    pub fn push_back_or_overflow(&mut self, value: T, overflow: &impl Overflow<T>) -> usize {
         // The common case, kept small enough to inline into the scheduler loop: room.
         let (steal, _) = unpack(self.inner.head.load(Ordering::Acquire));
         let tail = self.tail();
         if tail.wrapping_sub(steal) < self.inner.capacity() {
             self.write_and_publish(tail, value);
-            return;
+            return 0;
         }
-        self.push_back_or_overflow_slow(value, overflow);
+        self.push_back_or_overflow_slow(value, overflow)
     }
 
     /// [`Self::push_back_or_overflow`] when the ring looked full.
     #[inline(never)]
-    fn push_back_or_overflow_slow(&mut self, mut value: T, overflow: &impl Overflow<T>) {
+    fn push_back_or_overflow_slow(&mut self, mut value: T, overflow: &impl Overflow<T>) -> usize {
         let tail = loop {
             let head = self.inner.head.load(Ordering::Acquire);
             let (steal, real) = unpack(head);
@@ -224,15 +226,16 @@ impl<T> Local<T> {
             if steal != real {
                 // A stealer is taking half right now; it will free room, but not in time.
                 overflow.push(value);
-                return;
+                return 1;
             }
             match self.overflow_half(value, real, tail, overflow) {
-                Ok(()) => return,
+                Ok(()) => return (self.inner.capacity() / 2) as usize + 1,
                 // A stealer moved `head` first; look again.
                 Err(back) => value = back,
             }
         };
         self.write_and_publish(tail, value);
+        0
     }
 
     /// Moves the oldest half of a full ring, then `value`, to `overflow`.

@@ -6,8 +6,9 @@
 //! `ws-overflow-sharded` and `ws-nearest` are the global queue and the victim set.
 //!
 //! `pop`: every [`GLOBAL_CHECK_INTERVAL`] ticks the global queue first (so overflowed and remote
-//! work cannot be starved by a processor that always has local work), then the ring's front,
-//! then a share of the global queue. `steal`: half of a victim's ring, victims in
+//! work cannot be starved by a processor that always has local work), then the tasks this ring
+//! overflowed while any is owed (older than the ring's, so FIFO order holds across an
+//! overflow), then the ring's front, then a share of the global queue. `steal`: half of a victim's ring, victims in
 //! [`Victims::order`], then the global queue.
 //!
 //! Invariant: every queued task is in a ring or the global queue, both seen by `has_work`; a
@@ -68,6 +69,7 @@ impl<G: GlobalQueue> Policy for RingStealing<G> {
             index,
             ring,
             rng: XorShift::new(index as u64),
+            owed: 0,
         })
     }
 
@@ -85,9 +87,24 @@ struct Local<G> {
     index: usize,
     ring: ring::Local<Task>,
     rng: XorShift,
+    /// Tasks this ring overflowed into the global queue not yet served from it: older than
+    /// everything left in the ring, so `pop` takes them first (see `pop_owed`).
+    owed: usize,
 }
 
 impl<G: GlobalQueue> Local<G> {
+    /// One of the tasks this ring overflowed, ahead of the ring's newer ones, so order stays
+    /// FIFO across an overflow (before, they waited for the ring to empty or for every 16th
+    /// round while newer work kept passing them). Other processors may have taken some
+    /// meanwhile, so the count is an upper bound: a later push at the head is then served a
+    /// little early, and an empty queue settles the debt.
+    #[inline(never)]
+    fn pop_owed(&mut self) -> Option<Task> {
+        let task = self.shared.global.pop(self.index);
+        self.owed = if task.is_some() { self.owed - 1 } else { 0 };
+        task
+    }
+
     fn pop_global_batch(&mut self) -> Option<Task> {
         let shared = &self.shared;
         if shared.global.is_empty() {
@@ -103,12 +120,17 @@ impl<G: GlobalQueue> Local<G> {
 
 impl<G: GlobalQueue> LocalQueue for Local<G> {
     fn push(&mut self, task: Task, _origin: Origin) {
-        self.ring.push_back_or_overflow(task, &self.shared.global);
+        self.owed += self.ring.push_back_or_overflow(task, &self.shared.global);
     }
 
     fn pop(&mut self, tick: u64) -> Option<Task> {
         if tick % GLOBAL_CHECK_INTERVAL == 0 && !self.shared.global.is_empty() {
             if let Some(task) = self.shared.global.pop(self.index) {
+                return Some(task);
+            }
+        }
+        if self.owed > 0 {
+            if let Some(task) = self.pop_owed() {
                 return Some(task);
             }
         }

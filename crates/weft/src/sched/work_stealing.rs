@@ -10,8 +10,10 @@
 //!    starved by processors that always have local work;
 //! 2. the LIFO slot, unless it has run [`LIFO_RUNS_MAX`] times in a row: then its task goes to
 //!    the back of the ring, so two fibers waking each other cannot starve the ring;
-//! 3. the ring's front;
-//! 4. a share of the inject queue (moved into the ring in one lock).
+//! 3. the tasks this ring overflowed into the inject queue, while any is owed (they are older
+//!    than the ring's: FIFO order holds across an overflow);
+//! 4. the ring's front;
+//! 5. a share of the inject queue (moved into the ring in one lock).
 //!
 //! `steal`: half of a random victim's ring (start at a random processor, try each other one
 //! once), then the inject queue. The cluster bounds how many processors search at once.
@@ -79,6 +81,7 @@ impl Policy for WorkStealing {
             lifo: None,
             lifo_runs: 0,
             rng: XorShift::new(index as u64),
+            owed: 0,
         })
     }
 
@@ -104,6 +107,9 @@ struct Local {
     lifo_runs: u32,
     /// Picks the first victim of each steal.
     rng: XorShift,
+    /// Tasks this ring overflowed into the inject queue that have not been served from it
+    /// since: they are older than everything left in the ring, so `pop` takes them first.
+    owed: usize,
 }
 
 impl Local {
@@ -122,6 +128,18 @@ impl Local {
         self.pop_inject_batch()
     }
 
+    /// One of the tasks this ring overflowed, ahead of the ring's newer ones, so order stays
+    /// FIFO across an overflow (before, they waited for the ring to empty or for every 16th
+    /// round while newer work kept passing them). Other processors may have taken some
+    /// meanwhile, so the count is an upper bound: a later push at the head is then served a
+    /// little early, and an empty queue settles the debt.
+    #[inline(never)]
+    fn pop_owed(&mut self) -> Option<Task> {
+        let task = self.shared.inject.pop();
+        self.owed = if task.is_some() { self.owed - 1 } else { 0 };
+        task
+    }
+
     #[inline(never)]
     fn pop_inject_batch(&mut self) -> Option<Task> {
         let max = self.inject_share();
@@ -133,7 +151,8 @@ impl LocalQueue for Local {
     fn push(&mut self, task: Task, _origin: Origin) {
         // New and woken work both run next; what they displace goes where others can steal it.
         if let Some(previous) = self.lifo.replace(task) {
-            self.ring
+            self.owed += self
+                .ring
                 .push_back_or_overflow(previous, &self.shared.inject);
         }
     }
@@ -150,9 +169,14 @@ impl LocalQueue for Local {
                 self.lifo_runs += 1;
                 return Some(task);
             }
-            self.ring.push_back_or_overflow(task, &self.shared.inject);
+            self.owed += self.ring.push_back_or_overflow(task, &self.shared.inject);
         }
         self.lifo_runs = 0;
+        if self.owed > 0 {
+            if let Some(task) = self.pop_owed() {
+                return Some(task);
+            }
+        }
         if let Some(task) = self.ring.pop() {
             return Some(task);
         }

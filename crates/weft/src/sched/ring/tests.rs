@@ -69,10 +69,11 @@ fn overflow_moves_oldest_half_and_the_new_value_in_one_batch() {
     let (mut local, _steal) = new::<u32>(8);
     let sink = VecSink::default();
     for i in 0..8 {
-        local.push_back_or_overflow(i, &sink);
+        assert_eq!(local.push_back_or_overflow(i, &sink), 0, "room for {i}");
     }
     assert!(sink.values.borrow().is_empty());
-    local.push_back_or_overflow(8, &sink);
+    // The count moved is what the policies owe the shared queue (ring_stealing, work_stealing).
+    assert_eq!(local.push_back_or_overflow(8, &sink), 5);
     assert_eq!(*sink.values.borrow(), [0, 1, 2, 3, 8]);
     assert_eq!(*sink.batches.borrow(), 1);
     let rest: Vec<_> = std::iter::from_fn(|| local.pop()).collect();
