@@ -8,8 +8,8 @@
 //! `pop`: every [`GLOBAL_CHECK_INTERVAL`] ticks the global queue first (so overflowed and remote
 //! work cannot be starved by a processor that always has local work), then the tasks this ring
 //! overflowed while any is owed (older than the ring's, so FIFO order holds across an
-//! overflow), then the ring's front, then a share of the global queue. `steal`: half of a victim's ring, victims in
-//! [`Victims::order`], then the global queue.
+//! overflow), then the ring's front, then a share of the global queue. `steal`: half of a
+//! victim's ring, victims in [`Victims::order`], then the global queue.
 //!
 //! Invariant: every queued task is in a ring or the global queue, both seen by `has_work`; a
 //! full ring overflows half of itself plus the new task, so a push never fails or blocks.
