@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::{spawn_with_stderr, start_memcached as start_weft};
-use weft_testkit::{free_port, is_root, status_kib, MEMCACHED};
+use weft_testkit::{free_port, is_root, listening_within, status_kib, ChildGuard, MEMCACHED};
 
 use weft_testkit::start_memcached as start_real;
 
@@ -203,6 +203,33 @@ fn wait_for(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until `child` itself listens on `addr` (not another process that took the port
+/// first), then runs `body`; if either fails, the child is stopped and its stderr (piped by
+/// [`spawn_with_stderr`]) is printed before the test fails, so a reset or a refused start
+/// says what the server said.
+fn serving<R>(
+    child: &mut ChildGuard,
+    addr: SocketAddr,
+    body: impl FnOnce(&mut ChildGuard) -> R,
+) -> R {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if let Err(e) = listening_within(addr, Some(&mut child.0), Duration::from_secs(10)) {
+            panic!("weft memcached {e}");
+        }
+        body(child)
+    }));
+    outcome.unwrap_or_else(|panic| {
+        let _ = child.0.kill();
+        let status = child.0.wait();
+        let mut err = String::new();
+        if let Some(mut pipe) = child.0.stderr.take() {
+            let _ = pipe.read_to_string(&mut err);
+        }
+        eprintln!("weft memcached ({status:?}) wrote to stderr:\n{err}");
+        std::panic::resume_unwind(panic)
+    })
+}
+
 fn pid_alive(pid: i32) -> bool {
     // SAFETY: kill with signal 0 only checks that the process exists.
     unsafe { libc::kill(pid, 0) == 0 }
@@ -367,41 +394,40 @@ fn every_flag_of_memcached_help_is_accepted() {
     cmd.arg("memcached").args(flags);
     let mut child = spawn_with_stderr(&mut cmd);
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    wait_for("weft listens", Duration::from_secs(10), || {
-        TcpStream::connect(addr).is_ok()
+    serving(&mut child, addr, |child| {
+        let mut c = Client::connect(addr);
+        // -Y: authenticate first; -C: CAS 0; -F: no flush_all.
+        c.writer.write_all(b"set x 0 0 3\r\nu p\r\n").unwrap();
+        assert_eq!(c.line(), "STORED");
+        c.writer
+            .write_all(b"set k 0 0 1\r\nv\r\ngets k\r\nflush_all\r\n")
+            .unwrap();
+        assert_eq!(c.line(), "STORED");
+        assert_eq!(c.line(), "VALUE k 0 1 0");
+        assert_eq!(c.line(), "v");
+        assert_eq!(c.line(), "END");
+        assert_eq!(c.line(), "CLIENT_ERROR flush_all not allowed");
+        // SAFETY: signalling the child this test started, by its PID.
+        unsafe {
+            libc::kill(child.0.id() as i32, libc::SIGTERM);
+        }
+        let mut err = String::new();
+        child
+            .0
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        // -f and -n shape the slab classes (no line); the others have no effect.
+        for flag in ["-L", "-e ", "-N 2", "-W", "-P"] {
+            assert!(
+                err.lines()
+                    .any(|l| l.contains(flag) && l.contains("no effect")),
+                "no -v line about {flag}: {err}"
+            );
+        }
     });
-    let mut c = Client::connect(addr);
-    // -Y: authenticate first; -C: CAS 0; -F: no flush_all.
-    c.writer.write_all(b"set x 0 0 3\r\nu p\r\n").unwrap();
-    assert_eq!(c.line(), "STORED");
-    c.writer
-        .write_all(b"set k 0 0 1\r\nv\r\ngets k\r\nflush_all\r\n")
-        .unwrap();
-    assert_eq!(c.line(), "STORED");
-    assert_eq!(c.line(), "VALUE k 0 1 0");
-    assert_eq!(c.line(), "v");
-    assert_eq!(c.line(), "END");
-    assert_eq!(c.line(), "CLIENT_ERROR flush_all not allowed");
-    // SAFETY: signalling the child this test started, by its PID.
-    unsafe {
-        libc::kill(child.0.id() as i32, libc::SIGTERM);
-    }
-    let mut err = String::new();
-    child
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    // -f and -n shape the slab classes (no line); the others have no effect.
-    for flag in ["-L", "-e ", "-N 2", "-W", "-P"] {
-        assert!(
-            err.lines()
-                .any(|l| l.contains(flag) && l.contains("no effect")),
-            "no -v line about {flag}: {err}"
-        );
-    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -577,14 +603,13 @@ fn lock_memory_locks_only_what_is_touched() {
     cmd.arg("memcached")
         .args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1"])
         .args(["-t", "2", "-m", "64", "-k"]);
-    let child = spawn_with_stderr(&mut cmd);
+    let mut child = spawn_with_stderr(&mut cmd);
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    wait_for("weft listens with -k", Duration::from_secs(3), || {
-        TcpStream::connect(addr).is_ok()
+    serving(&mut child, addr, |child| {
+        let mut c = Client::connect(addr);
+        c.writer.write_all(b"set k 0 0 5\r\nhello\r\n").unwrap();
+        assert_eq!(c.line(), "STORED");
+        let rss_mib = status_kib(child.0.id(), "VmRSS") >> 10;
+        assert!(rss_mib < 512, "weft -k holds {rss_mib} MiB resident");
     });
-    let mut c = Client::connect(addr);
-    c.writer.write_all(b"set k 0 0 5\r\nhello\r\n").unwrap();
-    assert_eq!(c.line(), "STORED");
-    let rss_mib = status_kib(child.0.id(), "VmRSS") >> 10;
-    assert!(rss_mib < 512, "weft -k holds {rss_mib} MiB resident");
 }
