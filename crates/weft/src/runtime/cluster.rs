@@ -34,7 +34,7 @@ pub(crate) struct ClusterShared {
     pub(crate) id: u64,
     pub(crate) name: Arc<str>,
     pub(crate) policy: Arc<dyn Policy>,
-    /// Fibers that called `yield_now`: one lane per processor plus an overflow (see
+    /// Migratable fibers that called `yield_now`: one shared FIFO reached in batches (see
     /// `yield_queue`).
     pub(crate) yielded: YieldShared,
     pub(crate) idle: Idle,

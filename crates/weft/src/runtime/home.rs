@@ -3,7 +3,7 @@
 //!
 //! A started fiber is bound to the processor that first ran it. Its `Task` therefore never
 //! enters the policy's queues (policies steal, share overflow queues, hand work over) nor the
-//! stealable yield lanes: it goes to its home processor's [`HomeQueue`] (wake-ups there and
+//! cluster's yield queue: it goes to its home processor's [`HomeQueue`] (wake-ups there and
 //! yields) or, from anywhere else, to that processor's [`HomeInbox`]; the push that finds the
 //! processor registered asleep (a flag in the inbox's word) wakes it. The policies keep what may move: fibers that have not started, and
 //! the `unsafe` migratable ones. So every policy, present or future, obeys the rule without

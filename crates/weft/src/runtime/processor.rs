@@ -63,7 +63,7 @@ pub(crate) struct Processor {
     local: RefCell<Box<dyn LocalQueue>>,
     /// This processor's started fibers (see `home`): never in `local`, never stolen.
     home: RefCell<HomeQueue>,
-    /// This processor's lane of the cluster's yield queue.
+    /// This processor's side of the cluster's yield queue (its outbox and batch).
     yield_lane: RefCell<YieldLane>,
     timers: RefCell<TimerHeap>,
     /// Free stacks of the cluster's default size, kept here to spare the global pool's lock.
@@ -352,7 +352,7 @@ impl Processor {
         inbox.end_sleep();
     }
 
-    /// The oldest yielded fiber: this processor's own started ones first, then its lane of
+    /// The oldest yielded fiber: this processor's own started ones first, then the next of
     /// the cluster's yield queue (fibers that may move).
     fn pop_yielded(&self, home: &mut HomeQueue) -> Option<Task> {
         home.pop_yielded()
@@ -436,9 +436,14 @@ impl Processor {
                 if fiber.placement.home().is_some() {
                     self.home.borrow_mut().push_yielded(task);
                 } else {
-                    self.yield_lane
+                    let shared = self
+                        .yield_lane
                         .borrow_mut()
                         .push(&self.cluster.yielded, task);
+                    if shared {
+                        // Yields now wait where an idle processor could take them.
+                        self.cluster.notify_local_work();
+                    }
                 }
             }
             CoroutineResult::Yield(Suspend::Park) => {

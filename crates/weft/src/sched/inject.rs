@@ -79,19 +79,6 @@ impl Inject {
         half
     }
 
-    /// Moves up to `max` of the oldest tasks to the back of `out`, under one lock; returns how
-    /// many moved.
-    pub(crate) fn pop_front_into(&self, out: &mut VecDeque<Task>, max: usize) -> usize {
-        if self.is_empty() {
-            return 0;
-        }
-        let mut q = self.lock();
-        let n = max.min(q.len());
-        out.extend(q.drain(..n));
-        self.len.store(q.len(), Ordering::Release);
-        n
-    }
-
     /// Takes the oldest task to run now plus up to `max - 1` more into `ring` (stopping early if
     /// it fills), all under one lock.
     pub(crate) fn pop_batch_into(&self, ring: &mut ring::Local<Task>, max: usize) -> Option<Task> {
