@@ -21,6 +21,12 @@ peer's (the figures the notes quote for item 3).
 run of each round (memcached-2, nginx-2) over its first, which is what the machine alone makes
 of one server against itself; read weft's table against it.
 
+Both are paired with the same run of the peer, so a lucky run of it makes both look worse at
+once. `--against peer-2` pairs the server with the peer's second run instead, and `--ranks`
+counts, at the 25 % and 50 % points, how often each of the three runs of a round (weft, the
+peer, its second run) had the lowest and the highest p99: a gap that is the reference run's
+luck does not survive either.
+
 Records since 2026-11-27 carry the host's steal time on both CPUs over each run's window
 (`server_cpu_steal_ms`, `load_cpu_steal_ms`, in 10 ms ticks): the time this VM's vCPU had
 work and the host ran something else. The steal column counts the rounds where either run
@@ -30,7 +36,7 @@ since then also carry the guest's idle poll (`guest_halt_poll_ns`, scale.sh's HA
 the pool warns when its rounds ran at different settings.
 
 Usage: benches/scale_pool.py RECORD.jsonl... [--server weft|peer-2|NAME] [--all]
-       [--max-steal-ms N]
+       [--max-steal-ms N] [--against peer|peer-2] [--ranks]
 """
 import argparse
 import json
@@ -40,8 +46,9 @@ import sys
 PEERS = {"mc": "memcached", "http": "nginx"}
 
 
-def rounds(path, server, everything):
-    """(point, weft row, peer row) for every round of one record, in the order they ran."""
+def rounds(path, server, everything, against="peer"):
+    """(point, weft row, peer row) for every round of one record, in the order they ran; the
+    peer row is its second run's with `against="peer-2"`."""
     rows = [json.loads(line) for line in open(path) if line.strip()]
     # A record has no fraction field; a point's rate is the fraction of the peak measured
     # just before it (offered 400000), in the order scale.sh runs them: 25, 50, 75 %.
@@ -60,7 +67,7 @@ def rounds(path, server, everything):
         point = (r["proto"], r["connections"], fraction)
         if r["server"] == server or (server == "peer-2" and r["server"] == PEERS.get(r["proto"], "") + "-2"):
             mine.setdefault(point, []).append(r)
-        elif r["server"] == PEERS.get(r["proto"]):
+        elif r["server"] == PEERS.get(r["proto"], "") + ("-2" if against == "peer-2" else ""):
             theirs.setdefault(point, []).append(r)
     for point in mine:
         for a, b in zip(mine[point], theirs.get(point, [])):
@@ -82,10 +89,16 @@ def main():
     ap.add_argument("--all", action="store_true", help="use records taken without ISOLATE=fifo too")
     ap.add_argument("--max-steal-ms", type=int, metavar="N",
                     help="only rounds where neither run had more than N ms of steal time on the two CPUs")
+    ap.add_argument("--against", choices=["peer", "peer-2"], default="peer",
+                    help="the peer's run each round is paired with (peer-2: its second run, PEER_TWICE=1)")
+    ap.add_argument("--ranks", action="store_true",
+                    help="also count how often weft, the peer and its second run had a round's lowest and highest p99")
     args = ap.parse_args()
+    if args.against == "peer-2" and args.server == "peer-2":
+        sys.exit("scale_pool.py: --against peer-2 needs a server other than peer-2")
     pooled = {}
     for path in args.records:
-        for point, a, b in rounds(path, args.server, args.all):
+        for point, a, b in rounds(path, args.server, args.all, args.against):
             if args.max_steal_ms is not None and not all(
                     steal_ms(r) is not None and steal_ms(r) <= args.max_steal_ms for r in (a, b)):
                 continue
@@ -121,6 +134,33 @@ def main():
               f"{sum(x > 2 for x in p999)} of {len(p999)} | {sum(x < 0.5 for x in p999)} of {len(p999)} | "
               f"{gen:.2f}{bound} | {stolen} |")
     summarize(pooled, args.server)
+    if args.ranks:
+        print_ranks(args.records, args.all)
+
+
+def print_ranks(paths, everything):
+    """Per protocol, at the 25 % and 50 % points: in how many rounds each of weft, the peer
+    and the peer's second run had the lowest and the highest p99 of the three."""
+    names = ("weft", "peer", "peer-2")
+    counts = {}
+    for path in paths:
+        by_point = {}
+        for against in ("peer", "peer-2"):
+            for point, a, b in rounds(path, "weft", everything, against):
+                by_point.setdefault((point, against), []).append((a, b))
+        for (point, against), pairs in by_point.items():
+            if against != "peer" or point[2] not in (25, 50):
+                continue
+            seconds = by_point.get((point, "peer-2"), [])
+            for (w, p), (_, p2) in zip(pairs, seconds):
+                runs = sorted(zip((w["p99_us"], p["p99_us"], p2["p99_us"]), names))
+                c = counts.setdefault(point[0], {n: [0, 0] for n in names})
+                c[runs[0][1]][0] += 1
+                c[runs[-1][1]][1] += 1
+    for proto, c in sorted(counts.items()):
+        total = sum(lo for lo, _ in c.values())
+        shown = ", ".join(f"{n} {lo} and {hi}" for n, (lo, hi) in c.items())
+        print(f"\n{proto}, the 25 % and 50 % points, {total} rounds of three runs: lowest and highest p99: {shown}")
 
 
 def summarize(pooled, server):
