@@ -221,13 +221,20 @@ fn serving<R>(
     outcome.unwrap_or_else(|panic| {
         let _ = child.0.kill();
         let status = child.0.wait();
-        let mut err = String::new();
-        if let Some(mut pipe) = child.0.stderr.take() {
-            let _ = pipe.read_to_string(&mut err);
-        }
+        let err = stderr_of(child);
         eprintln!("weft memcached ({status:?}) wrote to stderr:\n{err}");
         std::panic::resume_unwind(panic)
     })
+}
+
+/// What a child started by [`spawn_with_stderr`] wrote to stderr, read to the end (so only
+/// once it has exited or been signalled); empty if it was read before.
+fn stderr_of(child: &mut ChildGuard) -> String {
+    let mut err = String::new();
+    if let Some(mut pipe) = child.0.stderr.take() {
+        let _ = pipe.read_to_string(&mut err);
+    }
+    err
 }
 
 fn pid_alive(pid: i32) -> bool {
@@ -411,14 +418,7 @@ fn every_flag_of_memcached_help_is_accepted() {
         unsafe {
             libc::kill(child.0.id() as i32, libc::SIGTERM);
         }
-        let mut err = String::new();
-        child
-            .0
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
+        let err = stderr_of(child);
         // -f and -n shape the slab classes (no line); the others have no effect.
         for flag in ["-L", "-e ", "-N 2", "-W", "-P"] {
             assert!(
@@ -513,15 +513,7 @@ fn runs_with(program: &str, args: &[&str], settle: Duration) -> (bool, String) {
     let deadline = Instant::now() + settle;
     loop {
         if let Some(_status) = child.0.try_wait().unwrap() {
-            let mut err = String::new();
-            child
-                .0
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            return (false, err);
+            return (false, stderr_of(&mut child));
         }
         if TcpStream::connect(addr).is_ok() || Instant::now() > deadline {
             return (true, String::new());
