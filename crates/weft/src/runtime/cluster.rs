@@ -374,7 +374,7 @@ impl ClusterBuilder {
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
             PolicyChoice::Given(p) => p,
         };
-        let (yielded, lanes) = yield_queue::new(processors);
+        let (yielded, yield_locals) = yield_queue::new(processors);
         let io = crate::io::resolve(self.io)?;
         let wakers = (0..processors)
             .map(|_| Waker::new(io).map(Arc::new))
@@ -407,7 +407,7 @@ impl ClusterBuilder {
         let start = Arc::new(Barrier::new(processors + 1));
         let (started_tx, started_rx) = mpsc::channel();
         let mut handles = Vec::with_capacity(processors);
-        for (index, lane) in lanes.into_iter().enumerate() {
+        for (index, yields) in yield_locals.into_iter().enumerate() {
             let policy = policy.clone();
             let cluster = shared.clone();
             let gate = start.clone();
@@ -422,7 +422,7 @@ impl ClusterBuilder {
                     // every round (LIFO slot, counters). No effect was measurable on this
                     // 2-vCPU host; it costs nothing.
                     let local = policy.local(index);
-                    Processor::run(index, cluster, local, lane, started);
+                    Processor::run(index, cluster, local, yields, started);
                 });
             match spawned {
                 Ok(h) => handles.push(h),

@@ -36,7 +36,7 @@ use super::home::HomeQueue;
 use super::idle_poll::IdlePoll;
 use super::sched_stats::{self, ProcessorStats};
 use super::timer::TimerHeap;
-use super::yield_queue::YieldLane;
+use super::yield_queue::YieldLocal;
 use crate::ctx;
 use crate::fiber::core::{Fiber, FiberRef, Suspend, Task};
 use crate::fiber::park::finish_park;
@@ -64,7 +64,7 @@ pub(crate) struct Processor {
     /// This processor's started fibers (see `home`): never in `local`, never stolen.
     home: RefCell<HomeQueue>,
     /// This processor's side of the cluster's yield queue (its outbox and batch).
-    yield_lane: RefCell<YieldLane>,
+    yields: RefCell<YieldLocal>,
     timers: RefCell<TimerHeap>,
     /// Free stacks of the cluster's default size, kept here to spare the global pool's lock.
     pub(crate) stacks: RefCell<Vec<FiberStack>>,
@@ -99,7 +99,7 @@ impl Processor {
         index: usize,
         cluster: Arc<ClusterShared>,
         local: Box<dyn LocalQueue>,
-        yield_lane: YieldLane,
+        yields: YieldLocal,
         started: Sender<Started>,
     ) {
         crate::fiber::overflow::install_handler();
@@ -134,7 +134,7 @@ impl Processor {
             cluster,
             local: RefCell::new(local),
             home: RefCell::new(HomeQueue::default()),
-            yield_lane: RefCell::new(yield_lane),
+            yields: RefCell::new(yields),
             timers: RefCell::new(TimerHeap::default()),
             stacks: RefCell::new(Vec::new()),
             tick: Cell::new(0),
@@ -287,7 +287,7 @@ impl Processor {
             let stolen = self.local.borrow_mut().steal();
             let stolen = stolen
                 .or_else(|| self.pop_yielded(&mut self.home.borrow_mut()))
-                .or_else(|| self.yield_lane.borrow_mut().steal(&self.cluster.yielded));
+                .or_else(|| self.yields.borrow_mut().steal(&self.cluster.yielded));
             if let Some(task) = stolen {
                 found = Some(task);
                 break;
@@ -356,7 +356,7 @@ impl Processor {
     /// the cluster's yield queue (fibers that may move).
     fn pop_yielded(&self, home: &mut HomeQueue) -> Option<Task> {
         home.pop_yielded()
-            .or_else(|| self.yield_lane.borrow_mut().pop(&self.cluster.yielded))
+            .or_else(|| self.yields.borrow_mut().pop(&self.cluster.yielded))
     }
 
     fn fire_timers(&self) {
@@ -436,10 +436,7 @@ impl Processor {
                 if fiber.placement.home().is_some() {
                     self.home.borrow_mut().push_yielded(task);
                 } else {
-                    let shared = self
-                        .yield_lane
-                        .borrow_mut()
-                        .push(&self.cluster.yielded, task);
+                    let shared = self.yields.borrow_mut().push(&self.cluster.yielded, task);
                     if shared {
                         // Yields now wait where an idle processor could take them.
                         self.cluster.notify_local_work();

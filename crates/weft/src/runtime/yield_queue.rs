@@ -16,7 +16,7 @@
 //! ran 40 turns while the 599 of the other lane ran 18 (`tests/fairness.rs`).
 //!
 //! Invariants:
-//! - an outbox and a batch's owner side belong to their processor (`YieldLane` is owned by
+//! - an outbox and a batch's owner side belong to their processor (`YieldLocal` is owned by
 //!   it); other processors only steal from batches (`ring::Steal`) and use the shared queue;
 //! - a fiber waits at most [`OUTBOX_MAX`] of its processor's pops in the outbox before it joins
 //!   the queue (or is served from the outbox), then its place in the queue, then at most
@@ -42,7 +42,7 @@ pub(crate) struct YieldShared {
 }
 
 /// A processor's own half.
-pub(crate) struct YieldLane {
+pub(crate) struct YieldLocal {
     /// Fibers taken from the queue's front (or this processor's own, while the queue was
     /// empty), served in order; idle processors steal half.
     batch: ring::Local<Task>,
@@ -53,14 +53,14 @@ pub(crate) struct YieldLane {
 }
 
 /// Builds the queue of a cluster of `processors` processors.
-pub(crate) fn new(processors: usize) -> (YieldShared, Vec<YieldLane>) {
+pub(crate) fn new(processors: usize) -> (YieldShared, Vec<YieldLocal>) {
     let (locals, batches): (Vec<_>, Vec<_>) = (0..processors)
         .map(|_| ring::new::<Task>(2 * BATCH_MAX))
         .unzip();
     let own = locals
         .into_iter()
         .enumerate()
-        .map(|(i, batch)| YieldLane {
+        .map(|(i, batch)| YieldLocal {
             batch,
             outbox: VecDeque::with_capacity(OUTBOX_MAX),
             next_victim: i + 1,
@@ -82,7 +82,7 @@ impl YieldShared {
     }
 }
 
-impl YieldLane {
+impl YieldLocal {
     /// Queues a fiber that yielded on this processor. True when the outbox joined the shared
     /// queue (the caller may wake an idle processor to help).
     pub(crate) fn push(&mut self, shared: &YieldShared, task: Task) -> bool {
