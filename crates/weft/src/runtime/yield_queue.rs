@@ -18,10 +18,11 @@
 //! Invariants:
 //! - an outbox and a batch's owner side belong to their processor (`YieldLocal` is owned by
 //!   it); other processors only steal from batches (`ring::Steal`) and use the shared queue;
-//! - a fiber waits at most [`OUTBOX_MAX`] of its processor's pops in the outbox before it joins
-//!   the queue (or is served from the outbox), then its place in the queue, then at most
-//!   [`BATCH_MAX`] pops in a batch: a fiber yielded after another is not served before it by
-//!   more than a batch and an outbox;
+//! - a fiber stays in its processor's outbox until the batch there runs out (at most
+//!   [`BATCH_MAX`] pops) or the outbox fills ([`OUTBOX_MAX`] yields), and is then served from
+//!   it or joins the queue; in the queue it waits its place, then at most [`BATCH_MAX`] pops
+//!   in a batch: a fiber yielded after another is not served before it by more than a batch
+//!   and an outbox;
 //! - a yield never blocks beyond one short lock, and never fails.
 
 use std::collections::VecDeque;
