@@ -24,7 +24,7 @@ of one server against itself; read weft's table against it.
 Both are paired with the same run of the peer, so a lucky run of it makes both look worse at
 once. `--against peer-2` pairs the server with the peer's second run instead, and `--ranks`
 counts, at the 25 % and 50 % points, how often each of the three runs of a round (weft, the
-peer, its second run) had the lowest and the highest p99: a gap that is the reference run's
+peer, its second run) had the strictly lowest and highest p99: a gap that is the reference run's
 luck does not survive either.
 
 Records since 2026-11-27 carry the host's steal time on both CPUs over each run's window
@@ -153,14 +153,18 @@ def print_ranks(paths, everything):
                 continue
             seconds = by_point.get((point, "peer-2"), [])
             for (w, p), (_, p2) in zip(pairs, seconds):
-                runs = sorted(zip((w["p99_us"], p["p99_us"], p2["p99_us"]), names))
-                c = counts.setdefault(point[0], {n: [0, 0] for n in names})
-                c[runs[0][1]][0] += 1
-                c[runs[-1][1]][1] += 1
+                p99 = dict(zip(names, (w["p99_us"], p["p99_us"], p2["p99_us"])))
+                c = counts.setdefault(point[0], {n: [0, 0, 0] for n in names})
+                c[names[0]][2] += 1
+                for n, v in p99.items():
+                    others = [x for m, x in p99.items() if m != n]
+                    c[n][0] += all(v < x for x in others)
+                    c[n][1] += all(v > x for x in others)
     for proto, c in sorted(counts.items()):
-        total = sum(lo for lo, _ in c.values())
-        shown = ", ".join(f"{n} {lo} and {hi}" for n, (lo, hi) in c.items())
-        print(f"\n{proto}, the 25 % and 50 % points, {total} rounds of three runs: lowest and highest p99: {shown}")
+        total = c[names[0]][2]
+        shown = ", ".join(f"{n} {lo} and {hi}" for n, (lo, hi, _) in c.items())
+        print(f"\n{proto}, the 25 % and 50 % points, {total} rounds of three runs: strictly lowest and "
+              f"highest p99 (ties count for nobody): {shown}")
 
 
 def summarize(pooled, server):
