@@ -317,13 +317,18 @@ impl Processor {
         // The inbox has its own handshake: a push after this reports the sleep to its pusher,
         // which wakes this processor.
         let inbox_work = inbox.begin_sleep();
-        let deadline = self.timers.borrow().next_deadline();
+        // One clock reading for the due check and the sleep's timeout.
+        let timeout = self
+            .timers
+            .borrow()
+            .next_deadline()
+            .map(|d| d.saturating_duration_since(Instant::now()));
         let work = inbox_work
             || self.cluster.has_work()
             || !self.local.borrow().is_empty()
             || !self.home.borrow().is_empty()
             || self.cluster.is_stopping()
-            || matches!(deadline, Some(d) if d <= Instant::now());
+            || timeout.is_some_and(|t| t.is_zero());
         if work {
             idle.unregister_sleep(self.index);
             inbox.end_sleep();
@@ -335,14 +340,14 @@ impl Processor {
         // submits the batch first and reaps what arrived.
         if self.idle_poll.borrow().enabled() {
             let asleep_ns = sched_stats::now_ns();
-            self.driver.park(deadline);
+            self.driver.park(timeout);
             let awake_ns = sched_stats::now_ns();
             self.idle_poll.borrow_mut().after_sleep(
                 awake_ns.saturating_sub(self.idle_since_ns.get()),
                 awake_ns - asleep_ns,
             );
         } else {
-            self.driver.park(deadline);
+            self.driver.park(timeout);
         }
         if self.stats().is_some() {
             // Asleep is not late: the next gap starts now.

@@ -26,7 +26,7 @@ use std::cell::{Cell, RefCell};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::keep_tick::{monotonic_now_ns, split_ns, KeepTick};
 use super::{DriverShared, PollMode};
@@ -331,7 +331,7 @@ impl Epoll {
         self.wait_for(Some(Duration::ZERO))
     }
 
-    pub(crate) fn park(&self, deadline: Option<Instant>) {
+    pub(crate) fn park(&self, timeout: Option<Duration>) {
         self.take_cancels();
         if let (Some(fd), Some(expiry_ns)) = (&self.keeper, self.keep.arm(monotonic_now_ns)) {
             let (sec, nsec) = split_ns(expiry_ns);
@@ -359,7 +359,6 @@ impl Epoll {
                 self.keep.not_armed();
             }
         }
-        let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         self.wait_for(timeout);
     }
 

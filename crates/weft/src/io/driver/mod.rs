@@ -28,7 +28,7 @@ pub(crate) mod uring;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::op::Completion;
 use super::IoBackend;
@@ -241,11 +241,13 @@ impl Driver {
         }
     }
 
-    /// Sleeps until a completion, a wake-up of the [`Waker`], or `deadline`; then drains.
-    pub(crate) fn park(&self, deadline: Option<Instant>) {
+    /// Sleeps until a completion, a wake-up of the [`Waker`], or `timeout` has passed; then
+    /// drains. The caller turns its deadline into the timeout with the clock reading it
+    /// already took (one read a sleep, not two).
+    pub(crate) fn park(&self, timeout: Option<Duration>) {
         match self {
-            Driver::Uring(u) => u.park(deadline),
-            Driver::Epoll(e) => e.park(deadline),
+            Driver::Uring(u) => u.park(timeout),
+            Driver::Epoll(e) => e.park(timeout),
         }
     }
 

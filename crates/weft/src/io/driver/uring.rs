@@ -381,7 +381,7 @@ impl Uring {
         }
     }
 
-    pub(crate) fn park(&self, deadline: Option<Instant>) {
+    pub(crate) fn park(&self, timeout: Option<Duration>) {
         self.take_cancels();
         self.post_waker();
         if let Some(expiry_ns) = self.keep.arm(monotonic_now_ns) {
@@ -401,10 +401,9 @@ impl Uring {
         {
             let ring = self.ring.borrow();
             let submitter = ring.submitter();
-            let result = match deadline {
+            let result = match timeout {
                 None => submitter.submit_and_wait(1),
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
+                Some(left) => {
                     if left.is_zero() {
                         submitter.submit()
                     } else {
