@@ -8,16 +8,16 @@
 //! pair run to the end while every other pair waits (tens of thousands of rounds here).
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use weft::sync::Semaphore;
 use weft::Cluster;
 
 /// The tests of this file take turns: each keeps every processor it starts busy, and the
 /// turn counts of one must not depend on another's threads taking its CPUs.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+fn one_at_a_time() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -214,7 +214,7 @@ fn yielders_on_two_processors_take_turns_in_one_order() {
 /// processors and returns how often each had yielded when the first finished.
 fn yielders_turns_at_first_finish(processors: usize) -> Vec<u32> {
     let cluster = Cluster::builder()
-        .name(format!("yield-lane-{processors}"))
+        .name(format!("yielders-{processors}"))
         .processors(processors)
         .build()
         .unwrap();
