@@ -21,8 +21,9 @@
 //! operation protocol's state and result words (`io::op_state::loom`), the semaphore
 //! (`sync::semaphore::loom`), the mutex's lock word and wait queue (`sync::mutex::loom`), the
 //! wait group (`sync::wait_group::loom`), the forwarded-cancel queue (`io::driver::loom`), the
-//! write-behind completion hand-off (`io::behind_state::loom`) and the home inbox
-//! (`runtime::home::loom`). Those models run the real code: a waiter in
+//! write-behind completion hand-off (`io::behind_state::loom`), the home inbox
+//! (`runtime::home::loom`) and the lent buffers given back on other threads
+//! (`io::lend::loom`). Those models run the real code: a waiter in
 //! them is a loom thread parked through [`thread`], and a deadline passes at once (loom has no
 //! clock), so giving up races every step of the notifier. A lost wake-up shows as loom's
 //! "deadlock" panic, after which the test binary aborts (loom's thread-local destructor panics

@@ -4,6 +4,8 @@
 //! - `driver`: the per-processor driver and its waker; the processor sleeps in it.
 //! - `op`: how a fiber runs one operation (completion record on its stack, park, cancel
 //!   safely) and how plain threads run the same call (non-blocking syscall, `poll(2)`).
+//! - `lend`: the receive buffers a processor lends to its connections ([`Lent`]): the ring's
+//!   provided buffers on io_uring, a free list on epoll.
 //! - The socket types built on it are in [`crate::net`].
 //!
 //! ## Choosing the backend
@@ -45,8 +47,11 @@
 pub(crate) mod behind;
 pub(crate) mod behind_state;
 pub(crate) mod driver;
+pub(crate) mod lend;
 pub(crate) mod op;
 pub(crate) mod op_state;
+
+pub use lend::{Lent, LENT_BUFFER_BYTES};
 
 use crate::loom::{Ordering, StaticAtomicBool};
 use std::io;

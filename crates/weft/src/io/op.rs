@@ -29,7 +29,7 @@ use crate::error::Cancelled;
 use crate::fiber::core::FiberRef;
 use crate::fiber::current::{self as fiber, yield_now};
 use crate::fiber::park::{park, park_current, Parked};
-use crate::loom::{AtomicI32, AtomicU8};
+use crate::loom::{AtomicI32, AtomicU32, AtomicU8};
 
 use super::op_state as protocol;
 pub(crate) use super::op_state::{ACK, DONE};
@@ -45,6 +45,9 @@ pub(crate) enum Dir {
 pub(crate) struct Completion {
     /// The operation's result (`-errno` on failure); valid once `DONE` is set.
     result: AtomicI32,
+    /// The completion's flags (io_uring's `cqe.flags`: which provided buffer a receive
+    /// used); written before `DONE` is published, like `result`.
+    cqe_flags: AtomicU32,
     /// `DONE`, `CANCEL`, `ACK` bits.
     state: AtomicU8,
     /// The fiber to wake.
@@ -79,6 +82,7 @@ impl Completion {
     pub(crate) fn new(driver: &Driver, fd: i32, dir: Dir) -> Completion {
         Completion {
             result: AtomicI32::new(0),
+            cqe_flags: AtomicU32::new(0),
             state: AtomicU8::new(0),
             waiter: fiber::current_ref().expect("weft: I/O completion record outside a fiber"),
             owner: driver.shared().clone(),
@@ -100,6 +104,23 @@ impl Completion {
         // From here on the record may be gone. The clone becomes the woken fiber's task (no
         // second clone, no drop: the count's line is written once here).
         crate::fiber::park::unpark_owned(waiter.0);
+    }
+
+    /// The driver's side for an io_uring operation's completion: stores its result and
+    /// flags, sets `DONE` and wakes the fiber.
+    ///
+    /// # Safety
+    /// As for [`Completion::finish`].
+    pub(crate) unsafe fn finish_op(record: usize, result: i32, cqe_flags: u32) {
+        if cqe_flags != 0 {
+            // SAFETY: the caller promises the record is alive (and `finish` publishes this
+            // store with `DONE`).
+            let rec = unsafe { &*(record as *const Completion) };
+            rec.cqe_flags
+                .store(cqe_flags, crate::loom::Ordering::Relaxed);
+        }
+        // SAFETY: forwarded from the caller.
+        unsafe { Completion::finish(record, Some(result), DONE) };
     }
 
     /// Asks the CPU to start loading the fiber that `record`'s completion will wake, so that
@@ -290,6 +311,20 @@ pub(crate) unsafe fn on_uring(
     deadline: Option<Instant>,
     sqe: impl FnOnce() -> io_uring::squeue::Entry,
 ) -> Option<io::Result<i32>> {
+    // SAFETY: forwarded from the caller.
+    unsafe { on_uring_with_flags(fd, deadline, sqe) }.map(|r| r.map(|(result, _)| result))
+}
+
+/// [`on_uring`], returning the completion's flags too (`cqe.flags`: for a receive with
+/// `IOSQE_BUFFER_SELECT`, which provided buffer it used).
+///
+/// # Safety
+/// As for [`on_uring`].
+pub(crate) unsafe fn on_uring_with_flags(
+    fd: i32,
+    deadline: Option<Instant>,
+    sqe: impl FnOnce() -> io_uring::squeue::Entry,
+) -> Option<io::Result<(i32, u32)>> {
     let Some(Driver::Uring(u)) = current_driver() else {
         return None;
     };
@@ -302,7 +337,10 @@ pub(crate) unsafe fn on_uring(
     // SAFETY: the caller keeps the entry's pointers valid during this call; `record` outlives
     // the operation (see the module docs).
     unsafe { u.push(&entry) };
-    Some(record.wait(deadline))
+    let result = record.wait(deadline);
+    // `wait` returned, so DONE was published (with the flags before it).
+    let flags = record.cqe_flags.load(crate::loom::Ordering::Relaxed);
+    Some(result.map(|r| (r, flags)))
 }
 
 /// Runs two operations linked with `IOSQE_IO_LINK` (the second starts once the first has
@@ -487,6 +525,7 @@ mod tests {
                 // The state the race leaves: cancel asked, completion already reaped.
                 let record = Completion {
                     result: AtomicI32::new(0),
+                    cqe_flags: AtomicU32::new(0),
                     state: AtomicU8::new(DONE | CANCEL),
                     waiter: fiber::current_ref().unwrap(),
                     owner: shared.clone(),

@@ -7,8 +7,11 @@ use crate::loom::{AtomicU64, Ordering};
 use std::io;
 use std::time::{Duration, Instant};
 
-use io_uring::{opcode, types::Fd};
+use io_uring::{cqueue, opcode, squeue, types::Fd};
+use std::sync::Arc;
 
+use crate::io::driver::Driver;
+use crate::io::lend::{self, LendPool, Lent, LENT_BUFFER_BYTES};
 use crate::io::op::{self, Dir, Registration};
 
 /// The longest single read or write handed to the kernel.
@@ -83,6 +86,147 @@ pub(crate) fn recv(
             || libc::recv(fd, ptr.cast(), len, 0),
         )
     }
+}
+
+/// `recv(2)` into a buffer the processor lends ([`crate::io::lend`]), as the caller's
+/// context does it: on io_uring a receive that lets the kernel pick one of the ring's
+/// provided buffers when the data is there; on epoll a `recv(2)` into a buffer taken from the
+/// processor's free list just before (and given back before waiting); on a plain thread, or
+/// when no buffer is free, a heap buffer. `poll_first` as for [`recv`].
+pub(crate) fn recv_lent(
+    fd: i32,
+    reg: &Registration,
+    deadline: Option<Instant>,
+    poll_first: bool,
+) -> io::Result<Lent> {
+    match op::current_driver() {
+        Some(Driver::Uring(u)) if u.lend_registered => {
+            let pool = u.lend.clone();
+            // SAFETY: `u` is this thread's driver, so this is the pool's owner thread.
+            unsafe { pool.take_back_returned() };
+            recv_provided(fd, reg, deadline, poll_first, pool)
+        }
+        Some(Driver::Epoll(_)) => recv_from_list(fd, reg, deadline, poll_first),
+        _ => recv_heap(fd, reg, deadline, poll_first),
+    }
+}
+
+/// The io_uring receive with `IOSQE_BUFFER_SELECT` from `pool`'s ring (this processor's).
+fn recv_provided(
+    fd: i32,
+    reg: &Registration,
+    deadline: Option<Instant>,
+    poll_first: bool,
+    pool: Arc<LendPool>,
+) -> io::Result<Lent> {
+    let mut poll_first = poll_first;
+    loop {
+        // SAFETY: the entry carries no buffer pointer (the kernel picks a provided buffer,
+        // which stays the pool's until the `Lent` made of it is dropped).
+        let done = unsafe {
+            op::on_uring_with_flags(fd, deadline, || {
+                opcode::Recv::new(Fd(fd), std::ptr::null_mut(), LENT_BUFFER_BYTES as u32)
+                    .buf_group(lend::BUFFER_GROUP)
+                    .ioprio(if poll_first { RECV_POLL_FIRST } else { 0 })
+                    .build()
+                    .flags(squeue::Flags::BUFFER_SELECT)
+            })
+        };
+        let (r, flags) = match done {
+            Some(done) => done?,
+            // The fiber is on the processor whose ring it asked for until it parks.
+            None => unreachable!("weft: a uring receive started off its ring"),
+        };
+        if r >= 0 {
+            return Ok(match cqueue::buffer_select(flags) {
+                Some(bid) => Lent::pooled(pool, bid, r as usize),
+                None => Lent::heap(Box::default(), 0),
+            });
+        }
+        match -r {
+            libc::ENOBUFS => {
+                // Every buffer is lent out: this receive goes to the heap.
+                pool.fallbacks.fetch_add(1, Ordering::Relaxed);
+                return recv_heap(fd, reg, deadline, false);
+            }
+            libc::EAGAIN => {
+                op::wait_ready(fd, reg, Dir::Read, deadline)?;
+                poll_first = false;
+            }
+            e => return Err(io::Error::from_raw_os_error(e)),
+        }
+    }
+}
+
+/// The epoll receive: a buffer from the processor's free list for each `recv(2)` tried.
+fn recv_from_list(
+    fd: i32,
+    reg: &Registration,
+    deadline: Option<Instant>,
+    poll_first: bool,
+) -> io::Result<Lent> {
+    if let Some(Driver::Epoll(e)) = op::current_driver() {
+        if poll_first && e.drained_still(fd, reg) {
+            op::wait_ready(fd, reg, Dir::Read, deadline)?;
+        }
+    }
+    loop {
+        if crate::fiber::current::is_cancelled() {
+            return Err(op::cancelled());
+        }
+        // Looked up again on each try: the fiber may have moved while it waited.
+        let Some(Driver::Epoll(e)) = op::current_driver() else {
+            return recv_heap(fd, reg, deadline, false);
+        };
+        e.receiving(fd);
+        let pool = e.lend.clone();
+        // SAFETY: `e` is this thread's driver, so this is the pool's owner thread.
+        unsafe { pool.take_back_returned() };
+        // SAFETY: as above.
+        let bid = unsafe { pool.take() };
+        let mut heap = None;
+        let ptr = match bid {
+            Some(bid) => pool.buffer(bid).as_ptr(),
+            None => {
+                pool.fallbacks.fetch_add(1, Ordering::Relaxed);
+                heap.insert(Lent::heap_buffer()).as_mut_ptr()
+            }
+        };
+        // SAFETY: `ptr` is a free buffer of LENT_BUFFER_BYTES this call owns (taken from the
+        // list, or the heap box held in `heap`).
+        let r = unsafe { libc::recv(fd, ptr.cast(), LENT_BUFFER_BYTES, 0) };
+        if r >= 0 {
+            let lent = match (bid, heap) {
+                (Some(bid), _) => Lent::pooled(pool, bid, r as usize),
+                (None, Some(buf)) => Lent::heap(buf, r as usize),
+                (None, None) => unreachable!("one of the two was taken"),
+            };
+            op::spend_op_budget();
+            return Ok(lent);
+        }
+        let err = io::Error::last_os_error();
+        if let Some(bid) = bid {
+            // SAFETY: owner thread (as above); the buffer was taken and not lent.
+            unsafe { pool.put(bid) };
+        }
+        match err.raw_os_error() {
+            Some(libc::EINTR) => {}
+            Some(libc::EAGAIN) => op::wait_ready(fd, reg, Dir::Read, deadline)?,
+            _ => return Err(err),
+        }
+    }
+}
+
+/// A receive into a fresh heap buffer (plain threads, and when no lent buffer is free).
+fn recv_heap(
+    fd: i32,
+    reg: &Registration,
+    deadline: Option<Instant>,
+    poll_first: bool,
+) -> io::Result<Lent> {
+    let mut buf = Lent::heap_buffer();
+    let n = recv(fd, reg, &mut buf, deadline, poll_first)?;
+    Ok(Lent::heap(buf, n))
 }
 
 /// `recv(2)` with `MSG_DONTWAIT`: what is waiting in the socket now, or `WouldBlock`; never

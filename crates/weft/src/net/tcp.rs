@@ -315,6 +315,32 @@ impl TcpStream {
         r
     }
 
+    /// Receives into a buffer the processor lends instead of one of the caller's
+    /// ([`crate::io::Lent`]; up to [`crate::io::LENT_BUFFER_BYTES`] bytes). Waits as
+    /// [`Read::read`] does; an empty `Lent` is end of stream. For servers with thousands of
+    /// connections: each receive lands in one of a few hundred buffers the processor's
+    /// connections share, still in the CPU's cache, rather than in the connection's own,
+    /// long gone cold; and a connection needs no buffer of its own while it waits. Drop the
+    /// `Lent` soon (copy out what must be kept).
+    pub fn recv_lent(&self) -> io::Result<crate::io::Lent> {
+        let poll_first = self.recv_drained.load(Ordering::Relaxed);
+        let r = sockio::recv_lent(
+            self.send.sock().as_raw_fd(),
+            &self.reg,
+            deadline(&self.read_timeout_ns),
+            poll_first,
+        );
+        // As in `recv`.
+        let drained = matches!(&r, Ok(l) if !l.is_empty() && !l.filled());
+        if drained != poll_first {
+            self.recv_drained.store(drained, Ordering::Relaxed);
+        }
+        if matches!(&r, Ok(l) if !l.is_empty()) {
+            self.send.prefetch_for_reply();
+        }
+        r
+    }
+
     /// Reads what is already waiting in the socket, without waiting: error kind `WouldBlock`
     /// when nothing is (as tokio's `try_read`). Never switches the fiber out, so a caller that
     /// expects data (a request sent with the connection) saves the round trip a [`Read::read`]

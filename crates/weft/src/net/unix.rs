@@ -177,6 +177,18 @@ impl UnixStream {
     }
 }
 
+impl UnixStream {
+    /// Receives into a buffer the processor lends; see [`crate::net::TcpStream::recv_lent`].
+    pub fn recv_lent(&self) -> io::Result<crate::io::Lent> {
+        sockio::recv_lent(
+            self.send.sock().as_raw_fd(),
+            &self.reg,
+            deadline(&self.read_timeout_ns),
+            false,
+        )
+    }
+}
+
 impl Read for &UnixStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         sockio::recv(

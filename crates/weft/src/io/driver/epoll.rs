@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use super::keep_tick::{monotonic_now_ns, split_ns, KeepTick};
 use super::{DriverShared, PollMode};
+use crate::io::lend::LendPool;
 use crate::io::op::{Completion, Dir, ACK, DONE};
 use crate::loom::{AtomicU64, Ordering, StaticAtomicBool, StaticAtomicU64};
 
@@ -112,6 +113,8 @@ pub(crate) struct Epoll {
     keep: KeepTick,
     /// The keeper's timer (a one-shot timerfd in the epoll, edge-triggered), when it is on.
     keeper: Option<OwnedFd>,
+    /// The receive buffers this processor lends (a free list here).
+    pub(crate) lend: Arc<LendPool>,
 }
 
 fn cvt(r: i32) -> io::Result<i32> {
@@ -179,6 +182,7 @@ impl Epoll {
             cancels: RefCell::new(Vec::new()),
             keep,
             keeper,
+            lend: Arc::new(LendPool::list()?),
         })
     }
 

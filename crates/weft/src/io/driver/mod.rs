@@ -30,6 +30,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::lend::LendPool;
 use super::op::Completion;
 use super::IoBackend;
 use crate::loom::{AtomicBool, Mutex, Ordering, StaticAtomicU64};
@@ -194,6 +195,14 @@ impl Driver {
         match self {
             Driver::Uring(u) => &u.shared,
             Driver::Epoll(e) => &e.shared,
+        }
+    }
+
+    /// The processor's receive buffers ([`crate::io::lend`]).
+    pub(crate) fn lend(&self) -> &Arc<LendPool> {
+        match self {
+            Driver::Uring(u) => &u.lend,
+            Driver::Epoll(e) => &e.lend,
         }
     }
 

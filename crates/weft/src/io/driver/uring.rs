@@ -53,7 +53,8 @@ use super::keep_tick::{monotonic_now_ns, split_ns, KeepTick};
 use super::{DriverShared, PollMode};
 use crate::fiber::park::prefetch;
 use crate::io::behind;
-use crate::io::op::{Completion, ACK, DONE};
+use crate::io::lend::{self, LendPool};
+use crate::io::op::{Completion, ACK};
 
 /// Submission queue entries per ring.
 const SQ_ENTRIES: u32 = 256;
@@ -107,6 +108,11 @@ pub(crate) struct Uring {
     keeper_ts: Box<Cell<types::Timespec>>,
     /// Which setup flags the kernel accepted (for logs and `Debug`).
     pub(crate) flags: &'static str,
+    /// The receive buffers this processor lends ([`crate::io::lend`]).
+    pub(crate) lend: Arc<LendPool>,
+    /// Whether `lend` is registered as the ring's provided buffers ([`lend::BUFFER_GROUP`]);
+    /// if not (kernels before 5.19), receives that want a lent buffer get a heap buffer.
+    pub(crate) lend_registered: bool,
 }
 
 /// Builds a ring with the best flags the kernel accepts; see the module docs.
@@ -160,6 +166,19 @@ impl Uring {
     pub(crate) fn new(shared: Arc<DriverShared>, keep_tick: Duration) -> io::Result<Uring> {
         let (ring, flags) = build_ring()?;
         let keep = KeepTick::new(keep_tick);
+        let lend = Arc::new(LendPool::ring()?);
+        let ring_addr = lend.ring_addr().expect("a ring pool");
+        // SAFETY: the pool's ring page and buffers live as long as `lend`, which `Drop`
+        // unregisters before the pool can go (or leaks when that fails).
+        let lend_registered = unsafe {
+            ring.submitter().register_buf_ring_with_flags(
+                ring_addr,
+                lend::LENT_BUFFERS,
+                lend::BUFFER_GROUP,
+                0,
+            )
+        }
+        .is_ok();
         let u = Uring {
             shared,
             ring: RefCell::new(ring),
@@ -172,6 +191,8 @@ impl Uring {
             keeper_ts: Box::new(Cell::new(types::Timespec::new())),
             keep,
             flags,
+            lend,
+            lend_registered,
         };
         u.post_waker();
         Ok(u)
@@ -471,7 +492,7 @@ impl Uring {
                     woken += 1;
                 } else {
                     // SAFETY: an operation's record lives until its fiber sees DONE.
-                    unsafe { Completion::finish(data as usize, Some(cqe.result()), DONE) };
+                    unsafe { Completion::finish_op(data as usize, cqe.result(), cqe.flags()) };
                     self.in_flight.set(self.in_flight.get() - 1);
                     woken += 1;
                 }
@@ -508,6 +529,17 @@ impl Drop for Uring {
     /// are reported (their streams may live on); one that does not complete by then keeps its
     /// slot, which then leaks.
     fn drop(&mut self) {
+        if self.lend_registered
+            && self
+                .ring
+                .get_mut()
+                .submitter()
+                .unregister_buf_ring(lend::BUFFER_GROUP)
+                .is_err()
+        {
+            // The kernel may still pick buffers from the pool: never free them.
+            std::mem::forget(self.lend.clone());
+        }
         if !self.waker_posted.get() {
             return;
         }

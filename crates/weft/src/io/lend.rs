@@ -1,0 +1,416 @@
+//! Receive buffers a processor lends to its fibers: a few hundred buffers shared by all of
+//! the processor's connections, so that a receive lands in memory the CPU touched a moment
+//! ago instead of in one of thousands of per-connection buffers gone cold (memcached's
+//! per-thread read buffers do the same for its connections).
+//!
+//! - **io_uring**: the buffers are the ring's *provided buffers* (a registered buffer ring,
+//!   `IORING_REGISTER_PBUF_RING`, Linux 5.19+). A receive is submitted with
+//!   `IOSQE_BUFFER_SELECT` and no buffer; the kernel takes one from the ring only when data
+//!   is there, so a connection waiting for a request holds none. The buffer id comes back in
+//!   the completion's flags.
+//! - **epoll**: a free list of the same buffers; a fiber takes one just before its `recv(2)`
+//!   and gives it back before it waits for readiness.
+//! - When the pool is empty (more buffers lent out than it has) or the kernel has no buffer
+//!   rings, a receive goes into a fresh heap buffer instead: slower, never wrong.
+//!
+//! Invariants:
+//! - Every buffer index is in exactly one place: in the kernel's ring (or the epoll free
+//!   list), lent out in one [`Lent`], or in the pool's list of buffers given back on another
+//!   thread. Only the owning processor's thread writes the ring's entries and tail and touches
+//!   the free list; that thread is recognised by its driver's pool being this pool (a driver
+//!   lives on one thread for its whole life).
+//! - A [`Lent`] gives its buffer back when dropped, on whatever thread: on the owner's thread
+//!   straight into the ring or free list, elsewhere into `returned`, which the owner takes
+//!   back before its next loan (a fiber may move between processors while it holds one).
+//! - The pool's memory lives as long as the pool (every `Lent` holds an `Arc` to it), and the
+//!   io_uring driver unregisters the buffer ring before it closes the ring; if that fails the
+//!   pool is leaked rather than freed under the kernel.
+
+use std::cell::UnsafeCell;
+use std::io;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::loom::{AtomicBool, AtomicU32, Mutex, Ordering};
+use crate::poison::Recover;
+
+/// Bytes in each lent buffer.
+pub const LENT_BUFFER_BYTES: usize = 4096;
+/// Buffers per processor (a power of two, for the kernel's ring): enough for every fiber one
+/// drain of completions wakes at once, few enough that the lines a receive writes stay in
+/// the CPU's cache (a small request writes one or two lines of its buffer).
+pub(crate) const LENT_BUFFERS: u16 = 256;
+/// The buffer group id of the ring's provided buffers.
+pub(crate) const BUFFER_GROUP: u16 = 0x7765; // "we"
+
+/// One entry of the kernel's buffer ring (`struct io_uring_buf`); the ring's tail is the
+/// `resv` field of entry 0 (`struct io_uring_buf_ring`).
+#[repr(C)]
+struct RingEntry {
+    addr: u64,
+    len: u32,
+    bid: u16,
+    resv: u16,
+}
+
+/// Where the free buffers are kept.
+enum Free {
+    /// The kernel's buffer ring: `ring` (one page, shared with the kernel) and the tail this
+    /// side has published (owner thread only).
+    Ring {
+        ring: NonNull<RingEntry>,
+        tail: UnsafeCell<u16>,
+    },
+    /// A stack of free indices (owner thread only).
+    List(UnsafeCell<Vec<u16>>),
+}
+
+/// One processor's buffers.
+pub(crate) struct LendPool {
+    /// `LENT_BUFFERS * LENT_BUFFER_BYTES` bytes (an anonymous mapping).
+    memory: NonNull<u8>,
+    free: Free,
+    /// Indices given back on other threads, for the owner to take back.
+    returned: Returned,
+    /// Loans that fell back to a heap buffer because the pool was empty (statistics).
+    pub(crate) fallbacks: AtomicU32,
+}
+
+// SAFETY: the owner-only parts (`free`'s cells and the ring memory) are touched only on the
+// owning driver's thread (checked by `Lent::drop` and promised by the callers of the `unsafe`
+// methods); the rest is a mutex and atomics.
+unsafe impl Send for LendPool {}
+// SAFETY: as above.
+unsafe impl Sync for LendPool {}
+
+fn map(bytes: usize) -> io::Result<NonNull<u8>> {
+    // SAFETY: an anonymous private mapping; no existing memory is touched.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(NonNull::new(p.cast()).expect("mmap does not return null"))
+}
+
+const POOL_BYTES: usize = LENT_BUFFERS as usize * LENT_BUFFER_BYTES;
+const RING_BYTES: usize = LENT_BUFFERS as usize * std::mem::size_of::<RingEntry>();
+
+impl LendPool {
+    /// A pool kept as a free list (the epoll driver's).
+    pub(crate) fn list() -> io::Result<LendPool> {
+        let memory = map(POOL_BYTES)?;
+        Ok(LendPool {
+            memory,
+            free: Free::List(UnsafeCell::new((0..LENT_BUFFERS).rev().collect())),
+            returned: Returned::new(),
+            fallbacks: AtomicU32::new(0),
+        })
+    }
+
+    /// A pool kept in a kernel buffer ring, every buffer in it. The caller registers
+    /// [`LendPool::ring_addr`] with the ring as [`BUFFER_GROUP`] (with [`LENT_BUFFERS`]
+    /// entries) and must unregister it before the pool is dropped.
+    pub(crate) fn ring() -> io::Result<LendPool> {
+        let memory = map(POOL_BYTES)?;
+        let ring = match map(RING_BYTES) {
+            Ok(r) => r.cast::<RingEntry>(),
+            Err(e) => {
+                // SAFETY: `memory` is the mapping just made, used by nobody.
+                unsafe { libc::munmap(memory.as_ptr().cast(), POOL_BYTES) };
+                return Err(e);
+            }
+        };
+        let pool = LendPool {
+            memory,
+            free: Free::Ring {
+                ring,
+                tail: UnsafeCell::new(0),
+            },
+            returned: Returned::new(),
+            fallbacks: AtomicU32::new(0),
+        };
+        for bid in 0..LENT_BUFFERS {
+            // SAFETY: the pool is not registered with any ring yet and not shared.
+            unsafe { pool.put(bid) };
+        }
+        Ok(pool)
+    }
+
+    /// The address of the buffer ring to register (ring pools only).
+    pub(crate) fn ring_addr(&self) -> Option<u64> {
+        match &self.free {
+            Free::Ring { ring, .. } => Some(ring.as_ptr() as u64),
+            Free::List(_) => None,
+        }
+    }
+
+    pub(crate) fn buffer(&self, bid: u16) -> NonNull<u8> {
+        debug_assert!(bid < LENT_BUFFERS);
+        // SAFETY: `bid` is in range, so the offset stays inside the mapping.
+        unsafe { self.memory.add(bid as usize * LENT_BUFFER_BYTES) }
+    }
+
+    /// Puts buffer `bid` back where the owner lends from.
+    ///
+    /// # Safety
+    /// Called on the owner's thread only, for a buffer that is not free already.
+    pub(crate) unsafe fn put(&self, bid: u16) {
+        match &self.free {
+            Free::Ring { ring, tail } => {
+                // SAFETY: owner thread only (the caller's promise), so nobody else touches
+                // the cell.
+                let t = unsafe { &mut *tail.get() };
+                let mask = LENT_BUFFERS - 1;
+                // SAFETY: `t & mask` is in the ring's range. The kernel reads only entries
+                // between its head and the tail published below, and this one is not among
+                // them: every buffer is in the ring at most once, so at most LENT_BUFFERS - 1
+                // others are. Entry 0's `resv` is the tail and is not written here.
+                unsafe {
+                    let e = ring.as_ptr().add((*t & mask) as usize);
+                    std::ptr::addr_of_mut!((*e).addr).write(self.buffer(bid).as_ptr() as u64);
+                    std::ptr::addr_of_mut!((*e).len).write(LENT_BUFFER_BYTES as u32);
+                    std::ptr::addr_of_mut!((*e).bid).write(bid);
+                }
+                *t = t.wrapping_add(1);
+                // SAFETY: the tail field is a naturally aligned u16 in the ring page; the
+                // kernel reads it with an acquire load, so the release store publishes the
+                // entry written above.
+                let tail_word = unsafe {
+                    &*(std::ptr::addr_of!((*ring.as_ptr()).resv)
+                        as *const std::sync::atomic::AtomicU16)
+                };
+                tail_word.store(*t, std::sync::atomic::Ordering::Release);
+            }
+            // SAFETY: owner thread only (the caller's promise).
+            Free::List(list) => unsafe { (*list.get()).push(bid) },
+        }
+    }
+
+    /// Takes back the buffers given back on other threads.
+    ///
+    /// # Safety
+    /// Called on the owner's thread only.
+    pub(crate) unsafe fn take_back_returned(&self) {
+        self.returned.take(|bid| {
+            // SAFETY: owner thread (the caller's promise); a returned buffer is not free.
+            unsafe { self.put(bid) }
+        });
+    }
+
+    /// A free buffer from the list (list pools; the ring's are taken by the kernel).
+    ///
+    /// # Safety
+    /// Called on the owner's thread only.
+    pub(crate) unsafe fn take(&self) -> Option<u16> {
+        match &self.free {
+            // SAFETY: owner thread only (the caller's promise).
+            Free::List(list) => unsafe { (*list.get()).pop() },
+            Free::Ring { .. } => None,
+        }
+    }
+
+    fn give_back(self: &Arc<Self>, bid: u16, on_owner: bool) {
+        if on_owner {
+            // SAFETY: `on_owner` says this is the owner's thread; the buffer was lent.
+            unsafe { self.put(bid) };
+        } else {
+            self.returned.push(bid);
+        }
+    }
+}
+
+/// Buffer indices given back on threads other than the owner's.
+///
+/// Protocol: a thread giving one back pushes it and sets `any` under the lock; the owner
+/// reads `any` without the lock as a hint and, when set, clears it and takes the whole list
+/// under the lock. A stale `false` only delays a return to the owner's next look (and a look
+/// that happens after the push, such as one after joining the pusher, sees it); no index is
+/// taken twice or lost (`lend::loom`).
+struct Returned {
+    list: Mutex<Vec<u16>>,
+    any: AtomicBool,
+}
+
+impl Returned {
+    fn new() -> Returned {
+        Returned {
+            list: Mutex::new(Vec::new()),
+            any: AtomicBool::new(false),
+        }
+    }
+
+    fn push(&self, bid: u16) {
+        let mut list = self.list.lock().recover();
+        list.push(bid);
+        self.any.store(true, Ordering::Relaxed);
+    }
+
+    /// The owner's look: hands every index given back since the last look to `put`.
+    fn take(&self, mut put: impl FnMut(u16)) {
+        if !self.any.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut list = self.list.lock().recover();
+        self.any.store(false, Ordering::Relaxed);
+        for bid in list.drain(..) {
+            put(bid);
+        }
+    }
+}
+
+impl Drop for LendPool {
+    fn drop(&mut self) {
+        // SAFETY: the mappings were made by `map` with these sizes; nobody uses them any more
+        // (no `Lent` is left, and the ring was unregistered, or the pool leaked instead).
+        unsafe {
+            libc::munmap(self.memory.as_ptr().cast(), POOL_BYTES);
+            if let Free::Ring { ring, .. } = &self.free {
+                libc::munmap(ring.as_ptr().cast(), RING_BYTES);
+            }
+        }
+    }
+}
+
+/// Bytes received into a buffer lent by the processor (or, when it had none, a heap buffer).
+/// Reads as a `&[u8]` of exactly the bytes received; dropping it gives the buffer back. Hold
+/// it briefly: while it lives, the processor has one buffer fewer.
+pub struct Lent {
+    bytes: NonNull<u8>,
+    len: usize,
+    from: From,
+}
+
+enum From {
+    Pool { pool: Arc<LendPool>, bid: u16 },
+    Heap(#[allow(dead_code)] Box<[u8]>),
+}
+
+// SAFETY: a `Lent` owns its buffer exclusively (the index is in no free list and not in the
+// kernel's ring until it is dropped), and giving it back works from any thread (see
+// `LendPool::give_back`).
+unsafe impl Send for Lent {}
+// SAFETY: shared access only reads the received bytes.
+unsafe impl Sync for Lent {}
+
+impl Lent {
+    /// Buffer `bid` of `pool`, holding `len` received bytes.
+    pub(crate) fn pooled(pool: Arc<LendPool>, bid: u16, len: usize) -> Lent {
+        assert!(
+            bid < LENT_BUFFERS && len <= LENT_BUFFER_BYTES,
+            "weft: bad lent buffer"
+        );
+        Lent {
+            bytes: pool.buffer(bid),
+            len,
+            from: From::Pool { pool, bid },
+        }
+    }
+
+    /// The first `len` bytes of a heap buffer.
+    pub(crate) fn heap(buf: Box<[u8]>, len: usize) -> Lent {
+        assert!(len <= buf.len());
+        let mut buf = buf;
+        let bytes = NonNull::new(buf.as_mut_ptr()).expect("a box is not null");
+        Lent {
+            bytes,
+            len,
+            from: From::Heap(buf),
+        }
+    }
+
+    /// A heap buffer for a receive that could not borrow one.
+    pub(crate) fn heap_buffer() -> Box<[u8]> {
+        vec![0u8; LENT_BUFFER_BYTES].into_boxed_slice()
+    }
+
+    /// Whether the receive filled the whole buffer (more may be waiting in the socket).
+    pub fn filled(&self) -> bool {
+        self.len == LENT_BUFFER_BYTES
+    }
+
+    /// Whether the bytes are in one of the processor's buffers (`false`: a heap buffer, used
+    /// when every one was lent out, on plain threads, or on kernels without buffer rings).
+    pub fn is_pooled(&self) -> bool {
+        matches!(self.from, From::Pool { .. })
+    }
+}
+
+impl std::convert::From<Vec<u8>> for Lent {
+    /// Wraps bytes already received (for code and tests that feed a reader written for
+    /// lent buffers from elsewhere).
+    fn from(v: Vec<u8>) -> Lent {
+        let len = v.len();
+        Lent::heap(v.into_boxed_slice(), len)
+    }
+}
+
+impl std::ops::Deref for Lent {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `bytes` points at a buffer this `Lent` owns exclusively, of at least `len`
+        // initialised bytes (the kernel wrote them, or they came from a `Vec`), alive as long
+        // as `self` (the pool's `Arc`, or the box, is held).
+        unsafe { std::slice::from_raw_parts(self.bytes.as_ptr(), self.len) }
+    }
+}
+
+impl std::fmt::Debug for Lent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lent")
+            .field("len", &self.len)
+            .field("pooled", &self.is_pooled())
+            .finish()
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        if let From::Pool { pool, bid } = &self.from {
+            let on_owner =
+                crate::io::op::current_driver().is_some_and(|d| Arc::ptr_eq(d.lend(), pool));
+            pool.give_back(*bid, on_owner);
+        }
+    }
+}
+
+/// The returned-buffers list under loom: indices pushed by two threads while the owner
+/// looks are each taken exactly once, by that look or by one after the pushers are joined.
+#[cfg(all(test, loom))]
+mod loom {
+    use ::loom::sync::Arc;
+    use ::loom::thread;
+
+    use super::*;
+
+    #[test]
+    fn loom_buffers_given_back_elsewhere_are_taken_back_once() {
+        crate::loom::model_bounded(2, || {
+            let returned = Arc::new(Returned::new());
+            let pushers: Vec<_> = [3u16, 7]
+                .into_iter()
+                .map(|bid| {
+                    let r = returned.clone();
+                    thread::spawn(move || r.push(bid))
+                })
+                .collect();
+            let mut taken = Vec::new();
+            returned.take(|bid| taken.push(bid));
+            for p in pushers {
+                p.join().unwrap();
+            }
+            returned.take(|bid| taken.push(bid));
+            taken.sort_unstable();
+            assert_eq!(taken, vec![3, 7]);
+        });
+    }
+}
