@@ -2,10 +2,13 @@
 //! replies in one [`Output`] and send them with one write, then read again.
 //!
 //! Invariants and limits:
-//! - The input buffer starts at [`READ_BUFFER_MIN_BYTES`], doubles only when a read filled it,
+//! - On weft's sockets a read with nothing pending goes into a buffer the processor lends
+//!   (`weft::io::Lent`) and its requests run there; the connection's own input buffer exists
+//!   only while an incomplete request is pending, so an idle connection holds none.
+//! - The own buffer starts at [`READ_BUFFER_MIN_BYTES`], doubles only when a read filled it,
 //!   grows at once to hold a storage command's whole data block once its line has arrived,
-//!   and shrinks back when reads are small again, so ten thousand idle connections cost
-//!   little.
+//!   and shrinks back when reads are small again (and is freed once empty where the
+//!   connection lends), so ten thousand idle connections cost little.
 //! - Replies are written before more input is read; if they pile up past
 //!   [`OUTPUT_FLUSH_BYTES`] mid-batch they are written first, and a multi-get writes as it
 //!   goes the same way (between keys). So a connection holds at most
@@ -26,6 +29,7 @@ use crate::exec::{execute, Context, Flow};
 use crate::output::Output;
 use crate::protocol::{incomplete_request_bytes, parse, Parse, Tokens};
 use crate::stats::{add, bump};
+use weft::io::Lent;
 
 /// Initial (and idle) input buffer size.
 pub const READ_BUFFER_MIN_BYTES: usize = 4 * 1024;
@@ -35,63 +39,179 @@ pub const READ_BUFFER_MAX_BYTES: usize = 64 * 1024;
 /// inside one multi-get, before looking up further keys).
 pub const OUTPUT_FLUSH_BYTES: usize = crate::output::FLUSH_BYTES;
 
+/// A connection the session serves: bytes in and out and, where the runtime lends receive
+/// buffers (weft's sockets), receives into one of those.
+pub trait Connection: Read + Write {
+    /// Receives into a buffer the runtime lends ([`Lent`]; empty at end of stream), or
+    /// `None` when this connection cannot and the session reads into its own buffer.
+    fn recv_lent(&mut self) -> Option<io::Result<Lent>> {
+        None
+    }
+}
+
+impl Connection for &weft::net::TcpStream {
+    fn recv_lent(&mut self) -> Option<io::Result<Lent>> {
+        Some(weft::net::TcpStream::recv_lent(self))
+    }
+}
+
+impl Connection for &weft::net::UnixStream {
+    fn recv_lent(&mut self) -> Option<io::Result<Lent>> {
+        Some(weft::net::UnixStream::recv_lent(self))
+    }
+}
+
+impl<C: Connection + ?Sized> Connection for &mut C {
+    fn recv_lent(&mut self) -> Option<io::Result<Lent>> {
+        (**self).recv_lent()
+    }
+}
+
 /// Serves one client until it quits, closes, errs, or sends what memcached would close on.
+///
+/// Where the connection lends buffers, a read that starts with nothing pending goes into a
+/// lent buffer, whose requests run in place; only an incomplete request left at its end is
+/// copied into the session's own buffer, which the following reads fill until it is used up
+/// and freed again. So a connection holds no input buffer between requests.
 pub fn serve<S>(mut stream: S, ctx: &Context, conn_id: i32) -> io::Result<()>
 where
-    S: Read + Write,
+    S: Connection,
 {
-    let verbose = ctx.verbose() > 1;
-    let mut buf = vec![0u8; READ_BUFFER_MIN_BYTES];
+    let mut state = Requests {
+        verbose: ctx.verbose() > 1,
+        conn_id,
+        swallow: 0,
+        authenticated: ctx.settings.auth.is_none(),
+        auth_reply: None,
+    };
+    let mut lends = true;
+    let mut buf: Vec<u8> = Vec::new();
     let mut len = 0;
-    let mut swallow = 0usize;
     let mut out = Output::new();
-    let mut authenticated = ctx.settings.auth.is_none();
-    // memcached answers every not-yet-authenticated request of one read in the same reply
-    // slot, so only the last of them is sent: this marks where that slot starts.
-    let mut auth_reply: Option<crate::output::Mark> = None;
     loop {
-        if len == buf.len() {
-            let grown = (buf.len() * 2).max(READ_BUFFER_MIN_BYTES);
-            buf.resize(grown, 0);
-        }
-        let n = stream.read(&mut buf[len..])?;
+        let lent = match (len, lends) {
+            (0, true) => match stream.recv_lent() {
+                Some(r) => Some(r?),
+                None => {
+                    lends = false;
+                    None
+                }
+            },
+            _ => None,
+        };
+        let (n, filled) = match &lent {
+            Some(l) => (l.len(), l.filled()),
+            None => {
+                if len == buf.len() {
+                    let grown = (buf.len() * 2).max(READ_BUFFER_MIN_BYTES);
+                    buf.resize(grown, 0);
+                }
+                let n = stream.read(&mut buf[len..])?;
+                (n, len + n == buf.len())
+            }
+        };
         if n == 0 {
             return Ok(());
         }
         add(&ctx.store.stats.bytes_read, n as u64);
         out.take_spare();
-        let filled = len + n == buf.len();
-        len += n;
-        let now = ctx.store.clock.now();
-        if authenticated && swallow == 0 {
-            crate::lookahead::prefetch(&buf[..len], &ctx.store);
+        if lent.is_none() {
+            len += n;
         }
+        let input: &[u8] = match &lent {
+            Some(l) => l,
+            None => &buf[..len],
+        };
+        let now = ctx.store.clock.now();
+        if state.authenticated && state.swallow == 0 {
+            crate::lookahead::prefetch(input, &ctx.store);
+        }
+        let end = state.run(input, &mut out, &mut stream, ctx, now)?;
+        if end == End::CloseNow {
+            return Ok(());
+        }
+        flush(&mut out, &mut stream, ctx)?;
+        out.give_back();
+        state.auth_reply = None;
+        let End::Consumed(pos) = end else {
+            return Ok(());
+        };
+        match lent {
+            Some(l) => {
+                buf.clear();
+                buf.extend_from_slice(&l[pos..]);
+                len = buf.len();
+            }
+            None => {
+                buf.copy_within(pos..len, 0);
+                len -= pos;
+            }
+        }
+        if lends && len == 0 {
+            buf = Vec::new();
+        } else {
+            resize_input(&mut buf, len, filled);
+        }
+    }
+}
+
+/// How a batch of input ended.
+#[derive(Debug, PartialEq, Eq)]
+enum End {
+    /// Requests ran up to this many bytes; the rest is an incomplete request.
+    Consumed(usize),
+    /// Close once the replies are written.
+    Close,
+    /// Close without writing them.
+    CloseNow,
+}
+
+/// The request state a connection carries from one batch of input to the next.
+struct Requests {
+    verbose: bool,
+    conn_id: i32,
+    /// Input bytes of a data block still to discard.
+    swallow: usize,
+    authenticated: bool,
+    /// memcached answers every not-yet-authenticated request of one read in the same reply
+    /// slot, so only the last of them is sent: this marks where that slot starts.
+    auth_reply: Option<crate::output::Mark>,
+}
+
+impl Requests {
+    /// Runs every complete request in `input`, collecting the replies in `out` (written to
+    /// `stream` early when they pile up).
+    fn run<S: Write>(
+        &mut self,
+        input: &[u8],
+        out: &mut Output,
+        stream: &mut S,
+        ctx: &Context,
+        now: u32,
+    ) -> io::Result<End> {
+        let len = input.len();
         let mut pos = 0;
         let mut ran = 0usize;
-        let mut close = false;
         loop {
-            if swallow > 0 {
-                let k = swallow.min(len - pos);
+            if self.swallow > 0 {
+                let k = self.swallow.min(len - pos);
                 pos += k;
-                swallow -= k;
-                if swallow > 0 {
-                    break;
+                self.swallow -= k;
+                if self.swallow > 0 {
+                    return Ok(End::Consumed(pos));
                 }
             }
-            if !authenticated {
+            if !self.authenticated {
                 let users = ctx.settings.auth.as_deref().unwrap_or(&[]);
-                match auth_step(&buf[pos..len], users) {
-                    AuthStep::NeedMore => break,
-                    AuthStep::Close => {
-                        close = true;
-                        break;
-                    }
+                match auth_step(&input[pos..], users) {
+                    AuthStep::NeedMore => return Ok(End::Consumed(pos)),
+                    AuthStep::Close => return Ok(End::Close),
                     AuthStep::Reply { consumed, line, ok } => {
                         pos += consumed;
-                        if let Some(m) = auth_reply {
+                        if let Some(m) = self.auth_reply {
                             out.rollback(m);
                         }
-                        auth_reply = Some(out.mark());
+                        self.auth_reply = Some(out.mark());
                         out.line(line);
                         if ok.is_some() {
                             bump(&ctx.store.stats.auth_cmds);
@@ -99,35 +219,29 @@ where
                         if ok == Some(false) {
                             bump(&ctx.store.stats.auth_errors);
                         }
-                        authenticated = ok == Some(true);
+                        self.authenticated = ok == Some(true);
                         continue;
                     }
                 }
             }
-            match parse(&buf[pos..len], &ctx.limits) {
-                Parse::NeedMore => break,
-                Parse::Close => {
-                    close = true;
-                    break;
-                }
+            match parse(&input[pos..], &ctx.limits) {
+                Parse::NeedMore => return Ok(End::Consumed(pos)),
+                Parse::Close => return Ok(End::Close),
                 Parse::Ready { consumed, command } => {
-                    if verbose {
-                        log_command(conn_id, &buf[pos..pos + consumed]);
+                    if self.verbose {
+                        log_command(self.conn_id, &input[pos..pos + consumed]);
                     }
                     pos += consumed;
-                    let mut drain = |o: &mut Output| flush(o, &mut stream, ctx);
-                    match execute(command, ctx, &mut out, now, &mut drain)? {
+                    let mut drain = |o: &mut Output| flush(o, stream, ctx);
+                    match execute(command, ctx, out, now, &mut drain)? {
                         Flow::Continue => {}
-                        Flow::Swallow(n) => swallow = n,
-                        Flow::Flush => flush(&mut out, &mut stream, ctx)?,
-                        Flow::Close => {
-                            close = true;
-                            break;
-                        }
-                        Flow::CloseNow => return Ok(()),
+                        Flow::Swallow(n) => self.swallow = n,
+                        Flow::Flush => flush(out, stream, ctx)?,
+                        Flow::Close => return Ok(End::Close),
+                        Flow::CloseNow => return Ok(End::CloseNow),
                     }
                     if out.len() >= OUTPUT_FLUSH_BYTES {
-                        flush(&mut out, &mut stream, ctx)?;
+                        flush(out, stream, ctx)?;
                     }
                     ran += 1;
                     if ran == ctx.settings.reqs_per_event {
@@ -139,15 +253,6 @@ where
                 }
             }
         }
-        flush(&mut out, &mut stream, ctx)?;
-        out.give_back();
-        auth_reply = None;
-        if close {
-            return Ok(());
-        }
-        buf.copy_within(pos..len, 0);
-        len -= pos;
-        resize_input(&mut buf, len, filled);
     }
 }
 
@@ -313,16 +418,55 @@ mod tests {
         }
     }
 
+    /// Plain reads into the session's own buffer.
+    impl Connection for Script {}
+
+    /// The same script, received in lent buffers of at most `chunk` bytes (as weft's sockets
+    /// do), falling back to plain reads while a request is pending.
+    struct Lending(Script);
+
+    impl Read for Lending {
+        fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+            self.0.read(b)
+        }
+    }
+
+    impl Write for Lending {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.write(b)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Connection for Lending {
+        fn recv_lent(&mut self) -> Option<io::Result<Lent>> {
+            let mut b = vec![0; self.0.chunk.min(weft::io::LENT_BUFFER_BYTES)];
+            let n = self.0.read(&mut b).unwrap();
+            b.truncate(n);
+            Some(Ok(Lent::from(b)))
+        }
+    }
+
+    /// The script's output, which must be the same whether the session reads into its own
+    /// buffer or into lent ones.
     fn run(input: &[u8], chunk: usize) -> Vec<u8> {
-        let ctx = Context::new(Settings::default());
-        let mut s = Script {
+        let script = || Script {
             input: input.to_vec(),
             at: 0,
             chunk,
             output: Vec::new(),
         };
-        serve(&mut s, &ctx, 1).unwrap();
-        s.output
+        let mut plain = script();
+        serve(&mut plain, &Context::new(Settings::default()), 1).unwrap();
+        let mut lending = Lending(script());
+        serve(&mut lending, &Context::new(Settings::default()), 1).unwrap();
+        assert!(
+            plain.output == lending.0.output,
+            "chunk {chunk}: lent reads answered differently"
+        );
+        plain.output
     }
 
     #[test]
