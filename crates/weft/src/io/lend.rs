@@ -28,6 +28,7 @@
 
 use std::cell::UnsafeCell;
 use std::io;
+use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -67,14 +68,24 @@ enum Free {
 
 /// One processor's buffers.
 pub(crate) struct LendPool {
-    /// `LENT_BUFFERS * LENT_BUFFER_BYTES` bytes (an anonymous mapping).
+    /// `LENT_BUFFERS * BUFFER_STRIDE_BYTES` bytes (an anonymous mapping).
     memory: NonNull<u8>,
     free: Free,
     /// Indices given back on other threads, for the owner to take back.
     returned: Returned,
     /// Loans that fell back to a heap buffer because the pool was empty (statistics).
     pub(crate) fallbacks: AtomicU32,
+    /// Buffers in the kernel's ring (ring pools): raised by [`LendPool::put`], lowered by
+    /// [`LendPool::taken_by_kernel`] for each completion that carried one; both on the owner's
+    /// thread only (an atomic only so that the pool is `Sync`).
+    in_ring: AtomicU32,
 }
+
+/// Below this many buffers in the ring, a receive goes to the heap straight away rather than
+/// ask for a provided buffer that a burst may take first (a receive that finds the ring empty
+/// fails with `ENOBUFS` and must be issued again: two round trips a request, exactly when the
+/// processor is overloaded).
+pub(crate) const RING_LOW: u32 = 16;
 
 // SAFETY: the owner-only parts (`free`'s cells and the ring memory) are touched only on the
 // owning driver's thread (checked by `Lent::drop` and promised by the callers of the `unsafe`
@@ -101,7 +112,11 @@ fn map(bytes: usize) -> io::Result<NonNull<u8>> {
     Ok(NonNull::new(p.cast()).expect("mmap does not return null"))
 }
 
-const POOL_BYTES: usize = LENT_BUFFERS as usize * LENT_BUFFER_BYTES;
+/// Distance between buffers: a line more than a buffer, so that their first lines (all a
+/// small request writes) fall into different sets of the CPU's caches rather than all into
+/// the one set a page-aligned stride maps them to.
+const BUFFER_STRIDE_BYTES: usize = LENT_BUFFER_BYTES + 64;
+const POOL_BYTES: usize = LENT_BUFFERS as usize * BUFFER_STRIDE_BYTES;
 const RING_BYTES: usize = LENT_BUFFERS as usize * std::mem::size_of::<RingEntry>();
 
 impl LendPool {
@@ -113,6 +128,7 @@ impl LendPool {
             free: Free::List(UnsafeCell::new((0..LENT_BUFFERS).rev().collect())),
             returned: Returned::new(),
             fallbacks: AtomicU32::new(0),
+            in_ring: AtomicU32::new(0),
         })
     }
 
@@ -137,6 +153,7 @@ impl LendPool {
             },
             returned: Returned::new(),
             fallbacks: AtomicU32::new(0),
+            in_ring: AtomicU32::new(0),
         };
         for bid in 0..LENT_BUFFERS {
             // SAFETY: the pool is not registered with any ring yet and not shared.
@@ -156,7 +173,7 @@ impl LendPool {
     pub(crate) fn buffer(&self, bid: u16) -> NonNull<u8> {
         debug_assert!(bid < LENT_BUFFERS);
         // SAFETY: `bid` is in range, so the offset stays inside the mapping.
-        unsafe { self.memory.add(bid as usize * LENT_BUFFER_BYTES) }
+        unsafe { self.memory.add(bid as usize * BUFFER_STRIDE_BYTES) }
     }
 
     /// Puts buffer `bid` back where the owner lends from.
@@ -189,6 +206,8 @@ impl LendPool {
                         as *const std::sync::atomic::AtomicU16)
                 };
                 tail_word.store(*t, std::sync::atomic::Ordering::Release);
+                let n = self.in_ring.load(Ordering::Relaxed);
+                self.in_ring.store(n + 1, Ordering::Relaxed);
             }
             // SAFETY: owner thread only (the caller's promise).
             Free::List(list) => unsafe { (*list.get()).push(bid) },
@@ -204,6 +223,21 @@ impl LendPool {
             // SAFETY: owner thread (the caller's promise); a returned buffer is not free.
             unsafe { self.put(bid) }
         });
+    }
+
+    /// Notes that a completion carried one of the ring's buffers.
+    ///
+    /// # Safety
+    /// Called on the owner's thread only, once for each such completion.
+    pub(crate) unsafe fn taken_by_kernel(&self) {
+        let n = self.in_ring.load(Ordering::Relaxed);
+        self.in_ring.store(n.saturating_sub(1), Ordering::Relaxed);
+    }
+
+    /// Whether the ring holds at least [`RING_LOW`] buffers (an estimate: buffers the kernel
+    /// took for completions not reaped yet still count).
+    pub(crate) fn ring_has_room(&self) -> bool {
+        self.in_ring.load(Ordering::Relaxed) >= RING_LOW
     }
 
     /// A free buffer from the list (list pools; the ring's are taken by the kernel).
@@ -290,8 +324,12 @@ pub struct Lent {
 }
 
 enum From {
-    Pool { pool: Arc<LendPool>, bid: u16 },
-    Heap(#[allow(dead_code)] Box<[u8]>),
+    Pool {
+        pool: Arc<LendPool>,
+        bid: u16,
+    },
+    /// A heap buffer whose first `len` bytes are initialised.
+    Heap(#[allow(dead_code)] Box<[MaybeUninit<u8>]>),
 }
 
 // SAFETY: a `Lent` owns its buffer exclusively (the index is in no free list and not in the
@@ -316,10 +354,13 @@ impl Lent {
     }
 
     /// The first `len` bytes of a heap buffer.
-    pub(crate) fn heap(buf: Box<[u8]>, len: usize) -> Lent {
+    ///
+    /// # Safety
+    /// The first `len` bytes of `buf` are initialised.
+    pub(crate) unsafe fn heap(buf: Box<[MaybeUninit<u8>]>, len: usize) -> Lent {
         assert!(len <= buf.len());
         let mut buf = buf;
-        let bytes = NonNull::new(buf.as_mut_ptr()).expect("a box is not null");
+        let bytes = NonNull::new(buf.as_mut_ptr().cast::<u8>()).expect("a box is not null");
         Lent {
             bytes,
             len,
@@ -327,9 +368,16 @@ impl Lent {
         }
     }
 
-    /// A heap buffer for a receive that could not borrow one.
-    pub(crate) fn heap_buffer() -> Box<[u8]> {
-        vec![0u8; LENT_BUFFER_BYTES].into_boxed_slice()
+    /// An empty `Lent` (end of stream).
+    pub(crate) fn empty() -> Lent {
+        // SAFETY: no byte is claimed initialised.
+        unsafe { Lent::heap(Box::default(), 0) }
+    }
+
+    /// A heap buffer for a receive that could not borrow one: not zeroed, since only what
+    /// the kernel writes is ever read.
+    pub(crate) fn heap_buffer() -> Box<[MaybeUninit<u8>]> {
+        Box::new_uninit_slice(LENT_BUFFER_BYTES)
     }
 
     /// Whether the receive filled the whole buffer (more may be waiting in the socket).
@@ -349,7 +397,11 @@ impl std::convert::From<Vec<u8>> for Lent {
     /// lent buffers from elsewhere).
     fn from(v: Vec<u8>) -> Lent {
         let len = v.len();
-        Lent::heap(v.into_boxed_slice(), len)
+        let buf: Box<[u8]> = v.into_boxed_slice();
+        // SAFETY: a `[u8]` is a `[MaybeUninit<u8>]` whose every byte is initialised.
+        let buf = unsafe { Box::from_raw(Box::into_raw(buf) as *mut [MaybeUninit<u8>]) };
+        // SAFETY: all `len` bytes came from the `Vec`.
+        unsafe { Lent::heap(buf, len) }
     }
 }
 

@@ -67,10 +67,26 @@ pub(crate) fn recv(
     deadline: Option<Instant>,
     poll_first: bool,
 ) -> io::Result<usize> {
-    let len = buf.len().min(MAX_IO_BYTES);
-    let ptr = buf.as_mut_ptr();
     // SAFETY: `buf` is borrowed for the whole call, and the call returns only once the
     // kernel is done with it.
+    unsafe { recv_raw(fd, reg, buf.as_mut_ptr(), buf.len(), deadline, poll_first) }
+}
+
+/// [`recv`] into `len` bytes at `ptr`, which need not be initialised.
+///
+/// # Safety
+/// `ptr..ptr + len` is writable memory the caller owns for the whole call.
+unsafe fn recv_raw(
+    fd: i32,
+    reg: &Registration,
+    ptr: *mut u8,
+    len: usize,
+    deadline: Option<Instant>,
+    poll_first: bool,
+) -> io::Result<usize> {
+    let len = len.min(MAX_IO_BYTES);
+    // SAFETY: the caller owns the memory for the whole call, and the call returns only once
+    // the kernel is done with it.
     unsafe {
         op::run(
             fd,
@@ -101,10 +117,15 @@ pub(crate) fn recv_lent(
 ) -> io::Result<Lent> {
     match op::current_driver() {
         Some(Driver::Uring(u)) if u.lend_registered => {
-            let pool = u.lend.clone();
             // SAFETY: `u` is this thread's driver, so this is the pool's owner thread.
-            unsafe { pool.take_back_returned() };
-            recv_provided(fd, reg, deadline, poll_first, pool)
+            unsafe { u.lend.take_back_returned() };
+            if !u.lend.ring_has_room() {
+                // Most buffers are lent out (a burst, or more work than the processor keeps
+                // up with): the heap, in one round trip.
+                u.lend.fallbacks.fetch_add(1, Ordering::Relaxed);
+                return recv_heap(fd, reg, deadline, poll_first);
+            }
+            recv_provided(fd, reg, deadline, poll_first, u.lend.clone())
         }
         Some(Driver::Epoll(_)) => recv_from_list(fd, reg, deadline, poll_first),
         _ => recv_heap(fd, reg, deadline, poll_first),
@@ -140,7 +161,7 @@ fn recv_provided(
         if r >= 0 {
             return Ok(match cqueue::buffer_select(flags) {
                 Some(bid) => Lent::pooled(pool, bid, r as usize),
-                None => Lent::heap(Box::default(), 0),
+                None => Lent::empty(),
             });
         }
         match -r {
@@ -189,7 +210,7 @@ fn recv_from_list(
             Some(bid) => pool.buffer(bid).as_ptr(),
             None => {
                 pool.fallbacks.fetch_add(1, Ordering::Relaxed);
-                heap.insert(Lent::heap_buffer()).as_mut_ptr()
+                heap.insert(Lent::heap_buffer()).as_mut_ptr().cast::<u8>()
             }
         };
         // SAFETY: `ptr` is a free buffer of LENT_BUFFER_BYTES this call owns (taken from the
@@ -198,7 +219,8 @@ fn recv_from_list(
         if r >= 0 {
             let lent = match (bid, heap) {
                 (Some(bid), _) => Lent::pooled(pool, bid, r as usize),
-                (None, Some(buf)) => Lent::heap(buf, r as usize),
+                // SAFETY: `recv` wrote the first `r` bytes.
+                (None, Some(buf)) => unsafe { Lent::heap(buf, r as usize) },
                 (None, None) => unreachable!("one of the two was taken"),
             };
             op::spend_op_budget();
@@ -225,8 +247,20 @@ fn recv_heap(
     poll_first: bool,
 ) -> io::Result<Lent> {
     let mut buf = Lent::heap_buffer();
-    let n = recv(fd, reg, &mut buf, deadline, poll_first)?;
-    Ok(Lent::heap(buf, n))
+    // SAFETY: the buffer is owned here for the whole call, which returns only once the kernel
+    // is done with it.
+    let n = unsafe {
+        recv_raw(
+            fd,
+            reg,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            deadline,
+            poll_first,
+        )
+    }?;
+    // SAFETY: the receive wrote the first `n` bytes.
+    Ok(unsafe { Lent::heap(buf, n) })
 }
 
 /// `recv(2)` with `MSG_DONTWAIT`: what is waiting in the socket now, or `WouldBlock`; never

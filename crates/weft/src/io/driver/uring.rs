@@ -491,6 +491,10 @@ impl Uring {
                     self.in_flight.set(self.in_flight.get() - 1);
                     woken += 1;
                 } else {
+                    if cqueue::buffer_select(cqe.flags()).is_some() {
+                        // SAFETY: this is the pool's own thread; once for this completion.
+                        unsafe { self.lend.taken_by_kernel() };
+                    }
                     // SAFETY: an operation's record lives until its fiber sees DONE.
                     unsafe { Completion::finish_op(data as usize, cqe.result(), cqe.flags()) };
                     self.in_flight.set(self.in_flight.get() - 1);
