@@ -10,8 +10,9 @@
 //!   the completion's flags.
 //! - **epoll**: a free list of the same buffers; a fiber takes one just before its `recv(2)`
 //!   and gives it back before it waits for readiness.
-//! - When the pool is empty (more buffers lent out than it has) or the kernel has no buffer
-//!   rings, a receive goes into a fresh heap buffer instead: slower, never wrong.
+//! - When the pool is empty (more buffers lent out than it has; on io_uring, fewer than
+//!   [`RING_LOW`] left in the ring), or the kernel has no buffer rings, a receive goes into a
+//!   fresh heap buffer instead: slower, never wrong, and one round trip as before.
 //!
 //! Invariants:
 //! - Every buffer index is in exactly one place: in the kernel's ring (or the epoll free
