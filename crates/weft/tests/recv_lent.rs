@@ -8,10 +8,10 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use weft::io::{Lent, LENT_BUFFER_BYTES};
-use weft::net::{TcpListener, TcpStream};
+use weft::net::TcpStream;
 
 mod common;
-use common::{backends, cluster, raise_nofile};
+use common::{backends, listening, raise_nofile};
 
 /// Buffers per processor (`io::lend::LENT_BUFFERS`).
 const POOL: usize = 256;
@@ -36,9 +36,7 @@ fn receive_from_each(streams: &[TcpStream], round: u8) -> Vec<Lent> {
 fn lent_buffers_run_out_fall_back_and_come_back_from_any_thread() {
     raise_nofile(4096);
     for backend in backends() {
-        let c = cluster(backend, 1);
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
+        let (c, listener, addr) = listening(backend, 1);
         let n = POOL + 8;
         let (round_tx, round_rx) = mpsc::channel::<u8>();
         let (ready_tx, ready_rx) = mpsc::channel::<()>();
@@ -105,9 +103,7 @@ fn lent_buffers_run_out_fall_back_and_come_back_from_any_thread() {
 #[test]
 fn lent_receives_carry_a_long_stream_in_order_and_end_empty() {
     for backend in backends() {
-        let c = cluster(backend, 2);
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
+        let (c, listener, addr) = listening(backend, 2);
         let total = 3 * 1024 * 1024 + 17;
         let sent: Vec<u8> = (0..total).map(|i| (i * 31 % 251) as u8).collect();
         let to_send = sent.clone();
@@ -152,9 +148,7 @@ fn lent_receives_carry_a_long_stream_in_order_and_end_empty() {
 #[test]
 fn a_lent_receive_times_out_like_a_read_and_the_connection_still_works() {
     for backend in backends() {
-        let c = cluster(backend, 1);
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
+        let (c, listener, addr) = listening(backend, 1);
         let (go_tx, go_rx) = mpsc::channel::<()>();
         let client = std::thread::spawn(move || {
             let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -199,9 +193,7 @@ fn a_plain_thread_receives_into_the_heap() {
 #[test]
 fn dropping_a_stream_that_receives_closes_it_for_the_peer() {
     for backend in backends() {
-        let c = cluster(backend, 1);
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
+        let (c, listener, addr) = listening(backend, 1);
         let client = std::thread::spawn(move || {
             let mut s = std::net::TcpStream::connect(addr).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -226,9 +218,7 @@ fn dropping_a_stream_that_receives_closes_it_for_the_peer() {
 #[test]
 fn a_descriptor_given_away_after_lent_receives_gets_the_later_bytes() {
     for backend in backends() {
-        let c = cluster(backend, 1);
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
+        let (c, listener, addr) = listening(backend, 1);
         let (go_tx, go_rx) = mpsc::channel::<()>();
         let client = std::thread::spawn(move || {
             let mut s = std::net::TcpStream::connect(addr).unwrap();

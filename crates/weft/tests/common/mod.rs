@@ -35,6 +35,17 @@ pub fn cluster_with(backend: IoBackend, builder: weft::ClusterBuilder) -> Cluste
     c
 }
 
+/// A cluster of `processors` on `backend` and a listener on a free port of 127.0.0.1.
+pub fn listening(
+    backend: IoBackend,
+    processors: usize,
+) -> (Cluster, TcpListener, std::net::SocketAddr) {
+    let c = cluster(backend, processors);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    (c, listener, addr)
+}
+
 pub fn raise_nofile(want: u64) {
     // SAFETY: plain getrlimit/setrlimit on a local struct.
     unsafe {
