@@ -74,8 +74,6 @@ pub(crate) struct LendPool {
     free: Free,
     /// Indices given back on other threads, for the owner to take back.
     returned: Returned,
-    /// Loans that fell back to a heap buffer because the pool was empty (statistics).
-    pub(crate) fallbacks: AtomicU32,
     /// Buffers in the kernel's ring (ring pools): raised by [`LendPool::put`], lowered by
     /// [`LendPool::taken_by_kernel`] for each completion that carried one; both on the owner's
     /// thread only (an atomic only so that the pool is `Sync`).
@@ -128,7 +126,6 @@ impl LendPool {
             memory,
             free: Free::List(UnsafeCell::new((0..LENT_BUFFERS).rev().collect())),
             returned: Returned::new(),
-            fallbacks: AtomicU32::new(0),
             in_ring: AtomicU32::new(0),
         })
     }
@@ -153,7 +150,6 @@ impl LendPool {
                 tail: UnsafeCell::new(0),
             },
             returned: Returned::new(),
-            fallbacks: AtomicU32::new(0),
             in_ring: AtomicU32::new(0),
         };
         for bid in 0..LENT_BUFFERS {
@@ -172,7 +168,7 @@ impl LendPool {
     }
 
     pub(crate) fn buffer(&self, bid: u16) -> NonNull<u8> {
-        debug_assert!(bid < LENT_BUFFERS);
+        assert!(bid < LENT_BUFFERS, "weft: no lent buffer {bid}");
         // SAFETY: `bid` is in range, so the offset stays inside the mapping.
         unsafe { self.memory.add(bid as usize * BUFFER_STRIDE_BYTES) }
     }

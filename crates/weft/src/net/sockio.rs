@@ -8,10 +8,9 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types::Fd};
-use std::sync::Arc;
 
 use crate::io::driver::Driver;
-use crate::io::lend::{self, LendPool, Lent, LENT_BUFFER_BYTES};
+use crate::io::lend::{self, Lent, LENT_BUFFER_BYTES};
 use crate::io::op::{self, Dir, Registration};
 
 /// The longest single read or write handed to the kernel.
@@ -116,34 +115,40 @@ pub(crate) fn recv_lent(
     poll_first: bool,
 ) -> io::Result<Lent> {
     match op::current_driver() {
-        Some(Driver::Uring(u)) if u.lend_registered => {
-            // SAFETY: `u` is this thread's driver, so this is the pool's owner thread.
-            unsafe { u.lend.take_back_returned() };
-            if !u.lend.ring_has_room() {
-                // Most buffers are lent out (a burst, or more work than the processor keeps
-                // up with): the heap, in one round trip.
-                u.lend.fallbacks.fetch_add(1, Ordering::Relaxed);
-                return recv_heap(fd, reg, deadline, poll_first);
-            }
-            recv_provided(fd, reg, deadline, poll_first, u.lend.clone())
-        }
+        Some(Driver::Uring(_)) => recv_provided(fd, reg, deadline, poll_first),
         Some(Driver::Epoll(_)) => recv_from_list(fd, reg, deadline, poll_first),
-        _ => recv_heap(fd, reg, deadline, poll_first),
+        None => recv_heap(fd, reg, deadline, poll_first),
     }
 }
 
-/// The io_uring receive with `IOSQE_BUFFER_SELECT` from `pool`'s ring (this processor's).
+/// The io_uring receive with `IOSQE_BUFFER_SELECT` from the ring of the processor the fiber
+/// runs on when it submits (it may run elsewhere after a wait: the buffer comes from the
+/// pool of the ring that took the receive).
 fn recv_provided(
     fd: i32,
     reg: &Registration,
     deadline: Option<Instant>,
     poll_first: bool,
-    pool: Arc<LendPool>,
 ) -> io::Result<Lent> {
     let mut poll_first = poll_first;
     loop {
+        let pool = match op::current_driver() {
+            Some(Driver::Uring(u)) if u.lend_registered => {
+                // SAFETY: `u` is this thread's driver, so this is the pool's owner thread.
+                unsafe { u.lend.take_back_returned() };
+                if !u.lend.ring_has_room() {
+                    // Most buffers are lent out (a burst, or more work than the processor
+                    // keeps up with): the heap, in one round trip.
+                    return recv_heap(fd, reg, deadline, poll_first);
+                }
+                u.lend.clone()
+            }
+            _ => return recv_heap(fd, reg, deadline, poll_first),
+        };
         // SAFETY: the entry carries no buffer pointer (the kernel picks a provided buffer,
-        // which stays the pool's until the `Lent` made of it is dropped).
+        // which stays the pool's until the `Lent` made of it is dropped). Nothing switches
+        // the fiber out between taking `pool` and this submission, so the receive goes to
+        // that pool's ring.
         let done = unsafe {
             op::on_uring_with_flags(fd, deadline, || {
                 opcode::Recv::new(Fd(fd), std::ptr::null_mut(), LENT_BUFFER_BYTES as u32)
@@ -155,8 +160,7 @@ fn recv_provided(
         };
         let (r, flags) = match done {
             Some(done) => done?,
-            // The fiber is on the processor whose ring it asked for until it parks.
-            None => unreachable!("weft: a uring receive started off its ring"),
+            None => unreachable!("weft: the fiber left its uring processor without switching"),
         };
         if r >= 0 {
             return Ok(match cqueue::buffer_select(flags) {
@@ -165,11 +169,8 @@ fn recv_provided(
             });
         }
         match -r {
-            libc::ENOBUFS => {
-                // Every buffer is lent out: this receive goes to the heap.
-                pool.fallbacks.fetch_add(1, Ordering::Relaxed);
-                return recv_heap(fd, reg, deadline, false);
-            }
+            // Every buffer is lent out: this receive goes to the heap.
+            libc::ENOBUFS => return recv_heap(fd, reg, deadline, false),
             libc::EAGAIN => {
                 op::wait_ready(fd, reg, Dir::Read, deadline)?;
                 poll_first = false;
@@ -208,10 +209,7 @@ fn recv_from_list(
         let mut heap = None;
         let ptr = match bid {
             Some(bid) => pool.buffer(bid).as_ptr(),
-            None => {
-                pool.fallbacks.fetch_add(1, Ordering::Relaxed);
-                heap.insert(Lent::heap_buffer()).as_mut_ptr().cast::<u8>()
-            }
+            None => heap.insert(Lent::heap_buffer()).as_mut_ptr().cast::<u8>(),
         };
         // SAFETY: `ptr` is a free buffer of LENT_BUFFER_BYTES this call owns (taken from the
         // list, or the heap box held in `heap`).
