@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use weft_testkit::{require, start_memcached, time_wait_to};
+use weft_testkit::{new_time_wait_to, require, start_memcached, time_wait_sockets_to};
 
 /// Builds openloop.c into a fresh directory named after `test`; `None` when `cc` is missing
 /// (a failure under `CI=true`).
@@ -47,7 +47,7 @@ fn run_openloop(test: &str, connections: u32, qps: u32, duration_s: f64) -> Opti
     let openloop = build_openloop(test)?;
     let (_memcached, addr) = start_memcached(&["-t", "1"])?;
     // The start-up probe's connections are there already.
-    let before = time_wait_to(addr.port());
+    let before = time_wait_sockets_to(addr.port());
     let out = Command::new(&openloop)
         .args(["--server", &addr.to_string()])
         .args(["--connections", &connections.to_string()])
@@ -64,7 +64,7 @@ fn run_openloop(test: &str, connections: u32, qps: u32, duration_s: f64) -> Opti
     );
     Some(Run {
         stdout: out.stdout,
-        new_time_wait: time_wait_to(addr.port()) - before,
+        new_time_wait: new_time_wait_to(addr.port(), &before),
     })
 }
 

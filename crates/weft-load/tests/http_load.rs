@@ -5,7 +5,7 @@ use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use weft_load::http::{self, Config, Source};
-use weft_testkit::time_wait_to;
+use weft_testkit::{new_time_wait_to, time_wait_sockets_to};
 
 /// Answers every request with `status` and a 1000-byte body; closes when asked.
 fn fake_server(status: u16, hold: bool) -> String {
@@ -197,10 +197,12 @@ fn persistent(server: String, connections: usize) -> Config {
 fn persistent_connections_leave_no_time_wait_behind() {
     let server = fake_server(200, false);
     let port: u16 = server.rsplit(':').next().unwrap().parse().unwrap();
+    // Sockets left by an earlier listener on the same port number are not this run's.
+    let before = time_wait_sockets_to(port);
     let report = http::run(&persistent(server, 30)).unwrap();
     assert_eq!(report.errors_total, 0, "{report:?}");
     assert_eq!(
-        time_wait_to(port),
+        new_time_wait_to(port, &before),
         0,
         "connections to port {port} left in TIME_WAIT"
     );

@@ -16,7 +16,8 @@ mod peers;
 mod process;
 
 pub use net::{
-    free_port, listening_within, server_from_env, time_wait_to, NotListening, SERVER_ENV,
+    free_port, listening_within, new_time_wait_to, server_from_env, time_wait_sockets_to,
+    NotListening, SERVER_ENV,
 };
 pub use peers::{
     find_program, install_hint, missing, require, start_listening, start_memcached, start_nginx,

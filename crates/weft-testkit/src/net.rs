@@ -264,19 +264,28 @@ fn children_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Sockets in `TIME_WAIT` whose remote end is `port` on 127.0.0.1 (`/proc/net/tcp`, state 06):
-/// connections to it that this host's client side closed first.
-pub fn time_wait_to(port: u16) -> usize {
+/// The sockets in `TIME_WAIT` whose remote end is `port` on 127.0.0.1 (`/proc/net/tcp`, state
+/// 06: connections to it that this host's client side closed first), by their local address
+/// (the table's hex `address:port`). A test that owns `port` only since it bound it compares the sets
+/// before and after its run ([`new_time_wait_to`]): `TIME_WAIT` sockets to an earlier
+/// listener that had the same port number (another test's, up to a minute ago) are not its.
+pub fn time_wait_sockets_to(port: u16) -> std::collections::HashSet<String> {
     let table = std::fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
     let remote = format!("0100007F:{port:04X}");
     table
         .lines()
         .skip(1)
-        .filter(|l| {
+        .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && f[2] == remote && f[3] == "06"
+            (f.len() > 3 && f[2] == remote && f[3] == "06").then(|| f[1].to_owned())
         })
-        .count()
+        .collect()
+}
+
+/// The `TIME_WAIT` sockets to `port` that are not in `before` (a [`time_wait_sockets_to`]
+/// taken before the run).
+pub fn new_time_wait_to(port: u16, before: &std::collections::HashSet<String>) -> usize {
+    time_wait_sockets_to(port).difference(before).count()
 }
 
 #[cfg(test)]
