@@ -339,9 +339,10 @@ unsafe impl Sync for Lent {}
 impl Lent {
     /// Buffer `bid` of `pool`, holding `len` received bytes.
     pub(crate) fn pooled(pool: Arc<LendPool>, bid: u16, len: usize) -> Lent {
+        // (`buffer` checks the id.)
         assert!(
-            bid < LENT_BUFFERS && len <= LENT_BUFFER_BYTES,
-            "weft: bad lent buffer"
+            len <= LENT_BUFFER_BYTES,
+            "weft: a lent buffer holds at most 4 KiB"
         );
         Lent {
             bytes: pool.buffer(bid),

@@ -201,7 +201,7 @@ fn recv_from_list(
             return recv_heap(fd, reg, deadline, false);
         };
         e.receiving(fd);
-        let pool = e.lend.clone();
+        let pool = &e.lend;
         // SAFETY: `e` is this thread's driver, so this is the pool's owner thread.
         unsafe { pool.take_back_returned() };
         // SAFETY: as above.
@@ -216,7 +216,7 @@ fn recv_from_list(
         let r = unsafe { libc::recv(fd, ptr.cast(), LENT_BUFFER_BYTES, 0) };
         if r >= 0 {
             let lent = match (bid, heap) {
-                (Some(bid), _) => Lent::pooled(pool, bid, r as usize),
+                (Some(bid), _) => Lent::pooled(pool.clone(), bid, r as usize),
                 // SAFETY: `recv` wrote the first `r` bytes.
                 (None, Some(buf)) => unsafe { Lent::heap(buf, r as usize) },
                 (None, None) => unreachable!("one of the two was taken"),
