@@ -11,6 +11,10 @@ use super::slab::{Chunk, PAGE_BYTES};
 use super::{classes, fatal, Locked, OutOfMemory, Store, SHARDS};
 use crate::stats::bump;
 
+/// How many items of a class a shard may hold below its share (the class's chunks in use
+/// over [`SHARDS`]) before it evicts from a fuller shard instead of its own tail.
+pub(super) const FAIR_SHARE_SLACK: usize = 2;
+
 /// What is left of an item once it is unlinked and its chunks are free.
 pub(super) struct Gone {
     pub class: u8,
@@ -110,6 +114,39 @@ impl Store {
             let Some(mut shard) = self.try_lock_shard(i) else {
                 continue;
             };
+            if let Some(tail) = shard.victim(class) {
+                self.evict(&mut shard, tail, self.clock.now());
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether a shard holding `own` items of `class` is more than [`FAIR_SHARE_SLACK`]
+    /// below its share of the class's chunks in use. Per-shard LRUs approximate the class's
+    /// one LRU only while the shards hold even shares: otherwise a shard that held few items
+    /// when memory ran out (keys landing unevenly early on) evicts items stored moments ago.
+    fn below_fair_share(&self, class: u8, own: u64) -> bool {
+        let used = self.slabs.usage(class).used_chunks as u64;
+        (own + FAIR_SHARE_SLACK as u64) * (SHARDS as u64) < used
+    }
+
+    /// Evicts one item of `class` from a shard other than `except` that holds more of the
+    /// class than `own + 1` and whose lock is free (never waiting: the caller holds
+    /// `except`'s lock). False when none was found.
+    fn evict_class_from_fuller(&self, class: u8, except: usize, own: u64) -> bool {
+        let start = self.evict_cursor.fetch_add(1, Ordering::Relaxed);
+        for k in 0..SHARDS {
+            let i = (start + k) % SHARDS;
+            if i == except {
+                continue;
+            }
+            let Some(mut shard) = self.try_lock_shard(i) else {
+                continue;
+            };
+            if shard.classes[usize::from(class)].items <= own + 1 {
+                continue;
+            }
             if let Some(tail) = shard.victim(class) {
                 self.evict(&mut shard, tail, self.clock.now());
                 return true;
@@ -282,7 +319,8 @@ impl Locked<'_> {
     }
 
     /// A chunk of `class`: a free one; else a new page within `-m`; else (with evictions)
-    /// the chunk of the class's least recently used item in this shard (never `keep`), or in
+    /// the chunk of the class's least recently used item in a fuller shard whose lock is
+    /// free if this one is below its share of the class, or in this shard (never `keep`), or in
     /// another shard whose lock is free. Each eviction frees at least one chunk of the class
     /// (an item's first chunk is of its class), so this ends.
     fn alloc_chunk(
@@ -302,6 +340,12 @@ impl Locked<'_> {
             if !store.config.evictions {
                 store.note_starved(class);
                 return Err(OutOfMemory);
+            }
+            let own = self.sh().classes[usize::from(class)].items;
+            if store.below_fair_share(class, own)
+                && store.evict_class_from_fuller(class, self.index, own)
+            {
+                continue;
             }
             match self.sh_mut().victim(class) {
                 Some(t) if Some(t) != keep => {
@@ -429,6 +473,51 @@ mod tests {
         // The first SECOND_CHANCES active tails move; the next tail is taken, mark or not.
         assert_eq!(lk.sh_mut().victim(class), Some(marked[SECOND_CHANCES]));
         assert_ne!(lk.entry(marked[SECOND_CHANCES]).bits & ACTIVE, 0);
+    }
+
+    /// `n` keys of shard `shard`, none of them in `skip`.
+    fn keys_of_shard(s: &Store, shard: usize, prefix: &str, n: usize) -> Vec<String> {
+        (0..)
+            .map(|i| format!("{prefix}{i}"))
+            .filter(|k| Store::shard_of(s.hash(k.as_bytes())) == shard)
+            .take(n)
+            .collect()
+    }
+
+    #[test]
+    fn a_shard_below_its_share_of_a_class_evicts_from_a_fuller_one() {
+        // 1 KB values into 2 MB: one page of the class, some 880 chunks. Filled from one
+        // shard only, that shard holds them all; sets into another shard then take from it
+        // until the newcomer holds about its share (a 64th), instead of each evicting the
+        // newcomer's own previous item as soon as it has one.
+        let s = store(2, true);
+        let crowded = keys_of_shard(&s, 0, "a", 2000);
+        for k in &crowded {
+            set(&s, k.as_bytes(), &[b'a'; 1000]).unwrap();
+        }
+        let class = {
+            let hash = s.hash(crowded[1999].as_bytes());
+            let mut lk = s.lock(hash, 0);
+            let idx = lk
+                .get(hash, crowded[1999].as_bytes())
+                .expect("the last set is kept");
+            lk.entry(idx).class
+        };
+        let capacity = s.slabs.usage(class).used_chunks;
+        let share = capacity / SHARDS;
+        let newcomers = keys_of_shard(&s, 1, "b", 40);
+        for k in &newcomers {
+            set(&s, k.as_bytes(), &[b'b'; 1000]).unwrap();
+        }
+        let kept = newcomers
+            .iter()
+            .filter(|k| get(&s, k.as_bytes()).is_some())
+            .count();
+        assert!(
+            kept + FAIR_SHARE_SLACK >= share,
+            "shard 1 kept {kept} of its 40 latest, its share is {share} of {capacity}"
+        );
+        assert!(kept < 40, "it does not take more than its share");
     }
 
     #[test]

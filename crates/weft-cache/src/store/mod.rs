@@ -11,7 +11,8 @@
 //! shards' slot vectors, their hash-table buckets, a chained item's chain list:
 //! [`entry::index_bytes`]). A class gets a new page only while that sum stays within `-m`;
 //! once pages are spent, a store evicts its class's least recently used item (its own
-//! shard's first, then other shards') to free a chunk, and a store whose index bytes take
+//! shard's first, unless that shard holds fewer than its share of the class's items, then
+//! other shards') to free a chunk, and a store whose index bytes take
 //! the sum over `-m` evicts the least recently used items of any class until it fits. ("Least
 //! recently used" as memcached's segmented LRU approximates it: a fetch marks an item
 //! instead of moving it, and eviction gives a marked tail item one trip back to the head;
