@@ -15,10 +15,10 @@
 //!   fresh heap buffer instead: slower, never wrong, and one round trip as before.
 //!
 //! Invariants:
-//! - Every buffer index is in exactly one place: in the kernel's ring (or the epoll free
-//!   list), lent out in one [`Lent`], or in the pool's list of buffers given back on another
-//!   thread. Only the owning processor's thread writes the ring's entries and tail and touches
-//!   the free list; that thread is recognised by its driver's pool being this pool (a driver
+//! - Every buffer index is in exactly one place: in the kernel's ring or among the ring's
+//!   spares (or in the epoll free list), lent out in one [`Lent`], or in the pool's list of
+//!   buffers given back on another thread. Only the owning processor's thread writes the
+//!   ring's entries and tail and touches the spares and the free list; that thread is recognised by its driver's pool being this pool (a driver
 //!   lives on one thread for its whole life).
 //! - A [`Lent`] gives its buffer back when dropped, on whatever thread: on the owner's thread
 //!   straight into the ring or free list, elsewhere into `returned`, which the owner takes
@@ -62,6 +62,9 @@ enum Free {
     Ring {
         ring: NonNull<RingEntry>,
         tail: UnsafeCell<u16>,
+        /// Free buffers beyond the [`RING_TARGET`] kept in the ring, most recently given
+        /// back on top (owner thread only).
+        spare: UnsafeCell<Vec<u16>>,
     },
     /// A stack of free indices (owner thread only).
     List(UnsafeCell<Vec<u16>>),
@@ -85,6 +88,12 @@ pub(crate) struct LendPool {
 /// fails with `ENOBUFS` and must be issued again: two round trips a request, exactly when the
 /// processor is overloaded).
 pub(crate) const RING_LOW: u32 = 16;
+
+/// Buffers kept in the kernel's ring; the rest wait as spares, the most recently given back
+/// first in line. The kernel takes a ring's buffers in order, so a buffer is used again only
+/// after every other one in the ring: with all 256 there, the lines a receive writes have
+/// gone cold by then; with this many, they are the lines the last few dozen requests touched.
+pub(crate) const RING_TARGET: u32 = 48;
 
 // SAFETY: the owner-only parts (`free`'s cells and the ring memory) are touched only on the
 // owning driver's thread (checked by `Lent::drop` and promised by the callers of the `unsafe`
@@ -148,6 +157,7 @@ impl LendPool {
             free: Free::Ring {
                 ring,
                 tail: UnsafeCell::new(0),
+                spare: UnsafeCell::new(Vec::with_capacity(LENT_BUFFERS as usize)),
             },
             returned: Returned::new(),
             in_ring: AtomicU32::new(0),
@@ -173,42 +183,59 @@ impl LendPool {
         unsafe { self.memory.add(bid as usize * BUFFER_STRIDE_BYTES) }
     }
 
-    /// Puts buffer `bid` back where the owner lends from.
+    /// Puts buffer `bid` back where the owner lends from: into the kernel's ring while it
+    /// holds fewer than [`RING_TARGET`], else on top of the spares.
     ///
     /// # Safety
     /// Called on the owner's thread only, for a buffer that is not free already.
     pub(crate) unsafe fn put(&self, bid: u16) {
         match &self.free {
-            Free::Ring { ring, tail } => {
-                // SAFETY: owner thread only (the caller's promise), so nobody else touches
-                // the cell.
-                let t = unsafe { &mut *tail.get() };
-                let mask = LENT_BUFFERS - 1;
-                // SAFETY: `t & mask` is in the ring's range. The kernel reads only entries
-                // between its head and the tail published below, and this one is not among
-                // them: every buffer is in the ring at most once, so at most LENT_BUFFERS - 1
-                // others are. Entry 0's `resv` is the tail and is not written here.
-                unsafe {
-                    let e = ring.as_ptr().add((*t & mask) as usize);
-                    std::ptr::addr_of_mut!((*e).addr).write(self.buffer(bid).as_ptr() as u64);
-                    std::ptr::addr_of_mut!((*e).len).write(LENT_BUFFER_BYTES as u32);
-                    std::ptr::addr_of_mut!((*e).bid).write(bid);
+            Free::Ring { spare, .. } => {
+                if self.in_ring.load(Ordering::Relaxed) < RING_TARGET {
+                    // SAFETY: owner thread (the caller's promise); `bid` is not free.
+                    unsafe { self.publish(bid) };
+                } else {
+                    // SAFETY: owner thread only (the caller's promise).
+                    unsafe { (*spare.get()).push(bid) };
                 }
-                *t = t.wrapping_add(1);
-                // SAFETY: the tail field is a naturally aligned u16 in the ring page; the
-                // kernel reads it with an acquire load, so the release store publishes the
-                // entry written above.
-                let tail_word = unsafe {
-                    &*(std::ptr::addr_of!((*ring.as_ptr()).resv)
-                        as *const std::sync::atomic::AtomicU16)
-                };
-                tail_word.store(*t, std::sync::atomic::Ordering::Release);
-                let n = self.in_ring.load(Ordering::Relaxed);
-                self.in_ring.store(n + 1, Ordering::Relaxed);
             }
             // SAFETY: owner thread only (the caller's promise).
             Free::List(list) => unsafe { (*list.get()).push(bid) },
         }
+    }
+
+    /// Appends buffer `bid` to the kernel's ring (ring pools).
+    ///
+    /// # Safety
+    /// Called on the owner's thread only, for a buffer that is in neither the ring nor the
+    /// spares.
+    unsafe fn publish(&self, bid: u16) {
+        let Free::Ring { ring, tail, .. } = &self.free else {
+            unreachable!("weft: only ring pools publish buffers");
+        };
+        // SAFETY: owner thread only (the caller's promise), so nobody else touches the cell.
+        let t = unsafe { &mut *tail.get() };
+        let mask = LENT_BUFFERS - 1;
+        // SAFETY: `t & mask` is in the ring's range. The kernel reads only entries between
+        // its head and the tail published below, and this one is not among them: every
+        // buffer is in the ring at most once, so at most LENT_BUFFERS - 1 others are. Entry
+        // 0's `resv` is the tail and is not written here.
+        unsafe {
+            let e = ring.as_ptr().add((*t & mask) as usize);
+            std::ptr::addr_of_mut!((*e).addr).write(self.buffer(bid).as_ptr() as u64);
+            std::ptr::addr_of_mut!((*e).len).write(LENT_BUFFER_BYTES as u32);
+            std::ptr::addr_of_mut!((*e).bid).write(bid);
+        }
+        *t = t.wrapping_add(1);
+        // SAFETY: the tail field is a naturally aligned u16 in the ring page; the kernel
+        // reads it with an acquire load, so the release store publishes the entry written
+        // above.
+        let tail_word = unsafe {
+            &*(std::ptr::addr_of!((*ring.as_ptr()).resv) as *const std::sync::atomic::AtomicU16)
+        };
+        tail_word.store(*t, std::sync::atomic::Ordering::Release);
+        let n = self.in_ring.load(Ordering::Relaxed);
+        self.in_ring.store(n + 1, Ordering::Relaxed);
     }
 
     /// Takes back the buffers given back on other threads.
@@ -229,6 +256,13 @@ impl LendPool {
     pub(crate) unsafe fn taken_by_kernel(&self) {
         let n = self.in_ring.load(Ordering::Relaxed);
         self.in_ring.store(n.saturating_sub(1), Ordering::Relaxed);
+        if let Free::Ring { spare, .. } = &self.free {
+            // SAFETY: owner thread only (the caller's promise).
+            if let Some(bid) = unsafe { (*spare.get()).pop() } {
+                // SAFETY: owner thread; a spare is in neither the ring nor a `Lent`.
+                unsafe { self.publish(bid) };
+            }
+        }
     }
 
     /// Whether the ring holds at least [`RING_LOW`] buffers (an estimate: buffers the kernel
@@ -435,6 +469,52 @@ impl Drop for Lent {
 
 /// The returned-buffers list under loom: indices pushed by two threads while the owner
 /// looks are each taken exactly once, by that look or by one after the pushers are joined.
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The buffer ids the ring's entries `from..to` name.
+    fn published(pool: &LendPool, from: u16, to: u16) -> Vec<u16> {
+        let Free::Ring { ring, .. } = &pool.free else {
+            panic!("a ring pool");
+        };
+        (from..to)
+            .map(|t| {
+                // SAFETY: `t & mask` is in the ring's range; the test is the only thread and
+                // no kernel has the ring.
+                unsafe { (*ring.as_ptr().add((t & (LENT_BUFFERS - 1)) as usize)).bid }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_ring_holds_a_few_dozen_and_the_last_given_back_goes_in_next() {
+        let pool = LendPool::ring().unwrap();
+        assert_eq!(pool.in_ring.load(Ordering::Relaxed), RING_TARGET);
+        let target = RING_TARGET as u16;
+        assert_eq!(published(&pool, 0, target), (0..target).collect::<Vec<_>>());
+        // SAFETY: the test's thread is the pool's only thread; this stands for the kernel
+        // taking buffer 0, the ring's first.
+        unsafe { pool.taken_by_kernel() };
+        assert_eq!(
+            pool.in_ring.load(Ordering::Relaxed),
+            RING_TARGET,
+            "topped up"
+        );
+        assert_eq!(published(&pool, target, target + 1), [LENT_BUFFERS - 1]);
+        // SAFETY: the pool's thread; buffer 0 was taken above and is given back once.
+        unsafe { pool.put(0) };
+        assert_eq!(pool.in_ring.load(Ordering::Relaxed), RING_TARGET, "0 waits");
+        // SAFETY: the pool's thread; the kernel taking buffer 1.
+        unsafe { pool.taken_by_kernel() };
+        assert_eq!(
+            published(&pool, target + 1, target + 2),
+            [0],
+            "the buffer given back last goes in first"
+        );
+    }
+}
+
 #[cfg(all(test, loom))]
 mod loom {
     use ::loom::sync::Arc;
