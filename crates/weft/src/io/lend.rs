@@ -7,7 +7,8 @@
 //!   `IORING_REGISTER_PBUF_RING`, Linux 5.19+). A receive is submitted with
 //!   `IOSQE_BUFFER_SELECT` and no buffer; the kernel takes one from the ring only when data
 //!   is there, so a connection waiting for a request holds none. The buffer id comes back in
-//!   the completion's flags.
+//!   the completion's flags. Only [`RING_TARGET`] buffers are kept in the ring (the kernel
+//!   takes them in order); the rest wait as spares, the most recently given back next in line.
 //! - **epoll**: a free list of the same buffers; a fiber takes one just before its `recv(2)`
 //!   and gives it back before it waits for readiness.
 //! - When the pool is empty (more buffers lent out than it has; on io_uring, fewer than
@@ -460,15 +461,14 @@ impl std::fmt::Debug for Lent {
 impl Drop for Lent {
     fn drop(&mut self) {
         if let From::Pool { pool, bid } = &self.from {
-            let on_owner =
-                crate::io::op::current_driver().is_some_and(|d| Arc::ptr_eq(d.lend(), pool));
+            let on_owner = crate::io::op::current_driver()
+                .and_then(|d| d.lend())
+                .is_some_and(|l| Arc::ptr_eq(l, pool));
             pool.give_back(*bid, on_owner);
         }
     }
 }
 
-/// The returned-buffers list under loom: indices pushed by two threads while the owner
-/// looks are each taken exactly once, by that look or by one after the pushers are joined.
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -515,6 +515,8 @@ mod tests {
     }
 }
 
+/// The returned-buffers list under loom: indices pushed by two threads while the owner
+/// looks are each taken exactly once, by that look or by one after the pushers are joined.
 #[cfg(all(test, loom))]
 mod loom {
     use ::loom::sync::Arc;

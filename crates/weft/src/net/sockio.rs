@@ -133,15 +133,18 @@ fn recv_provided(
     let mut poll_first = poll_first;
     loop {
         let pool = match op::current_driver() {
-            Some(Driver::Uring(u)) if u.lend_registered => {
+            Some(Driver::Uring(u)) => {
+                let Some(pool) = u.lend_pool() else {
+                    return recv_heap(fd, reg, deadline, poll_first);
+                };
                 // SAFETY: `u` is this thread's driver, so this is the pool's owner thread.
-                unsafe { u.lend.take_back_returned() };
-                if !u.lend.ring_has_room() {
+                unsafe { pool.take_back_returned() };
+                if !pool.ring_has_room() {
                     // Most buffers are lent out (a burst, or more work than the processor
                     // keeps up with): the heap, in one round trip.
                     return recv_heap(fd, reg, deadline, poll_first);
                 }
-                u.lend.clone()
+                pool.clone()
             }
             _ => return recv_heap(fd, reg, deadline, poll_first),
         };

@@ -198,11 +198,11 @@ impl Driver {
         }
     }
 
-    /// The processor's receive buffers ([`crate::io::lend`]).
-    pub(crate) fn lend(&self) -> &Arc<LendPool> {
+    /// The processor's receive buffers ([`crate::io::lend`]), if it has made them.
+    pub(crate) fn lend(&self) -> Option<&Arc<LendPool>> {
         match self {
-            Driver::Uring(u) => &u.lend,
-            Driver::Epoll(e) => &e.lend,
+            Driver::Uring(u) => u.lend_pool_made(),
+            Driver::Epoll(e) => Some(&e.lend),
         }
     }
 

@@ -41,7 +41,7 @@
 //! `GETEVENTS`: each such enter ran about 40 items of completion work while 16 fibers ran, so
 //! after a stall the backlog's receives ran ahead of its replies.
 
-use std::cell::{Cell, RefCell, UnsafeCell};
+use std::cell::{Cell, OnceCell, RefCell, UnsafeCell};
 use std::io;
 use std::mem::MaybeUninit;
 use std::sync::Arc;
@@ -108,11 +108,11 @@ pub(crate) struct Uring {
     keeper_ts: Box<Cell<types::Timespec>>,
     /// Which setup flags the kernel accepted (for logs and `Debug`).
     pub(crate) flags: &'static str,
-    /// The receive buffers this processor lends ([`crate::io::lend`]).
-    pub(crate) lend: Arc<LendPool>,
-    /// Whether `lend` is registered as the ring's provided buffers ([`lend::BUFFER_GROUP`]);
-    /// if not (kernels before 5.19), receives that want a lent buffer get a heap buffer.
-    pub(crate) lend_registered: bool,
+    /// The receive buffers this processor lends ([`crate::io::lend`]), made and registered
+    /// as the ring's provided buffers ([`lend::BUFFER_GROUP`]) on the first receive that
+    /// wants one ([`Uring::lend_pool`]); `None` inside when that failed (kernels before 5.19,
+    /// or no memory to map), and receives that want a lent buffer get a heap buffer.
+    lend: OnceCell<Option<Arc<LendPool>>>,
 }
 
 /// Builds a ring with the best flags the kernel accepts; see the module docs.
@@ -162,23 +162,40 @@ pub(crate) fn build_ring() -> io::Result<(IoUring, &'static str)> {
 }
 
 impl Uring {
+    /// The processor's lent buffers, made and registered with the ring on first use (a
+    /// processor whose fibers never ask, such as weft http's, maps none); `None` when the
+    /// kernel or the memory refused them.
+    pub(crate) fn lend_pool(&self) -> Option<&Arc<LendPool>> {
+        self.lend
+            .get_or_init(|| {
+                let pool = LendPool::ring().ok()?;
+                let ring_addr = pool.ring_addr().expect("a ring pool");
+                // SAFETY: the pool's ring page and buffers live as long as the pool, which
+                // `Drop` unregisters before the pool can go (or leaks when that fails); a
+                // pool that fails to register is dropped here, never having been the
+                // kernel's.
+                let registered = unsafe {
+                    self.ring.borrow().submitter().register_buf_ring_with_flags(
+                        ring_addr,
+                        lend::LENT_BUFFERS,
+                        lend::BUFFER_GROUP,
+                        0,
+                    )
+                };
+                registered.ok().map(|_| Arc::new(pool))
+            })
+            .as_ref()
+    }
+
+    /// The lent buffers if they have been made and registered (never makes them).
+    pub(crate) fn lend_pool_made(&self) -> Option<&Arc<LendPool>> {
+        self.lend.get().and_then(Option::as_ref)
+    }
+
     /// A ring for the calling thread, with a tick keeper of `keep_tick` (zero: none).
     pub(crate) fn new(shared: Arc<DriverShared>, keep_tick: Duration) -> io::Result<Uring> {
         let (ring, flags) = build_ring()?;
         let keep = KeepTick::new(keep_tick);
-        let lend = Arc::new(LendPool::ring()?);
-        let ring_addr = lend.ring_addr().expect("a ring pool");
-        // SAFETY: the pool's ring page and buffers live as long as `lend`, which `Drop`
-        // unregisters before the pool can go (or leaks when that fails).
-        let lend_registered = unsafe {
-            ring.submitter().register_buf_ring_with_flags(
-                ring_addr,
-                lend::LENT_BUFFERS,
-                lend::BUFFER_GROUP,
-                0,
-            )
-        }
-        .is_ok();
         let u = Uring {
             shared,
             ring: RefCell::new(ring),
@@ -191,8 +208,7 @@ impl Uring {
             keeper_ts: Box::new(Cell::new(types::Timespec::new())),
             keep,
             flags,
-            lend,
-            lend_registered,
+            lend: OnceCell::new(),
         };
         u.post_waker();
         Ok(u)
@@ -492,8 +508,10 @@ impl Uring {
                     woken += 1;
                 } else {
                     if cqueue::buffer_select(cqe.flags()).is_some() {
-                        // SAFETY: this is the pool's own thread; once for this completion.
-                        unsafe { self.lend.taken_by_kernel() };
+                        if let Some(pool) = self.lend_pool_made() {
+                            // SAFETY: this is the pool's own thread; once for this completion.
+                            unsafe { pool.taken_by_kernel() };
+                        }
                     }
                     // SAFETY: an operation's record lives until its fiber sees DONE.
                     unsafe { Completion::finish_op(data as usize, cqe.result(), cqe.flags()) };
@@ -533,16 +551,17 @@ impl Drop for Uring {
     /// are reported (their streams may live on); one that does not complete by then keeps its
     /// slot, which then leaks.
     fn drop(&mut self) {
-        if self.lend_registered
-            && self
+        if let Some(Some(pool)) = self.lend.get() {
+            if self
                 .ring
                 .get_mut()
                 .submitter()
                 .unregister_buf_ring(lend::BUFFER_GROUP)
                 .is_err()
-        {
-            // The kernel may still pick buffers from the pool: never free them.
-            std::mem::forget(self.lend.clone());
+            {
+                // The kernel may still pick buffers from the pool: never free them.
+                std::mem::forget(pool.clone());
+            }
         }
         if !self.waker_posted.get() {
             return;
@@ -585,5 +604,30 @@ impl Drop for Uring {
                 return;
             }
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::io::driver::Waker;
+    use crate::io::IoBackend;
+
+    #[test]
+    fn the_lent_buffers_are_made_on_the_first_receive_that_wants_them() {
+        let waker = Arc::new(Waker::new(IoBackend::Uring).unwrap());
+        let shared = Arc::new(DriverShared::new(waker));
+        let ring = Uring::new(shared, Duration::ZERO).expect("io_uring works here");
+        assert!(
+            ring.lend_pool_made().is_none(),
+            "no buffers before a receive asks"
+        );
+        let pool = ring.lend_pool().expect("buffer rings work here").clone();
+        let again = ring.lend_pool().expect("made once");
+        assert!(Arc::ptr_eq(&pool, again), "the same pool every time");
+        assert!(ring.lend_pool_made().is_some());
+        drop(ring);
+        // Unregistered on drop: the ring's reference is gone, ours is the last.
+        assert_eq!(Arc::strong_count(&pool), 1);
     }
 }
