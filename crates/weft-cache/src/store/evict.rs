@@ -102,26 +102,6 @@ impl Store {
         })
     }
 
-    /// Evicts one item of `class` from a shard other than `except` whose lock is free
-    /// (never waiting: the caller holds `except`'s lock). False when none was found.
-    fn evict_class_elsewhere(&self, class: u8, except: usize) -> bool {
-        let start = self.evict_cursor.fetch_add(1, Ordering::Relaxed);
-        for k in 0..SHARDS {
-            let i = (start + k) % SHARDS;
-            if i == except {
-                continue;
-            }
-            let Some(mut shard) = self.try_lock_shard(i) else {
-                continue;
-            };
-            if let Some(tail) = shard.victim(class) {
-                self.evict(&mut shard, tail, self.clock.now());
-                return true;
-            }
-        }
-        false
-    }
-
     /// Whether a shard holding `own` items of `class` is more than [`FAIR_SHARE_SLACK`]
     /// below its share of the class's chunks in use. Per-shard LRUs approximate the class's
     /// one LRU only while the shards hold even shares: otherwise a shard that held few items
@@ -131,10 +111,10 @@ impl Store {
         (own + FAIR_SHARE_SLACK as u64) * (SHARDS as u64) < used
     }
 
-    /// Evicts one item of `class` from a shard other than `except` that holds more of the
-    /// class than `own + 1` and whose lock is free (never waiting: the caller holds
+    /// Evicts one item of `class` from a shard other than `except` that holds more than
+    /// `above` items of the class and whose lock is free (never waiting: the caller holds
     /// `except`'s lock). False when none was found.
-    fn evict_class_from_fuller(&self, class: u8, except: usize, own: u64) -> bool {
+    fn evict_class_elsewhere(&self, class: u8, except: usize, above: u64) -> bool {
         let start = self.evict_cursor.fetch_add(1, Ordering::Relaxed);
         for k in 0..SHARDS {
             let i = (start + k) % SHARDS;
@@ -144,7 +124,7 @@ impl Store {
             let Some(mut shard) = self.try_lock_shard(i) else {
                 continue;
             };
-            if shard.classes[usize::from(class)].items <= own + 1 {
+            if shard.classes[usize::from(class)].items <= above {
                 continue;
             }
             if let Some(tail) = shard.victim(class) {
@@ -343,7 +323,7 @@ impl Locked<'_> {
             }
             let own = self.sh().classes[usize::from(class)].items;
             if store.below_fair_share(class, own)
-                && store.evict_class_from_fuller(class, self.index, own)
+                && store.evict_class_elsewhere(class, self.index, own + 1)
             {
                 continue;
             }
@@ -355,7 +335,7 @@ impl Locked<'_> {
                 }
                 _ => {}
             }
-            if store.evict_class_elsewhere(class, self.index) {
+            if store.evict_class_elsewhere(class, self.index, 0) {
                 continue;
             }
             if !store.slabs.has_free(class) {
