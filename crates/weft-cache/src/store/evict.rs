@@ -404,9 +404,13 @@ mod tests {
 
     /// `n` keys that fall into one shard.
     fn keys_of_one_shard(s: &Store, n: usize) -> Vec<String> {
-        let shard = Store::shard_of(s.hash(b"k0"));
+        keys_of_shard(s, Store::shard_of(s.hash(b"k0")), "k", n)
+    }
+
+    /// `n` keys of shard `shard`, each `prefix` and a number.
+    fn keys_of_shard(s: &Store, shard: usize, prefix: &str, n: usize) -> Vec<String> {
         (0..)
-            .map(|i| format!("k{i}"))
+            .map(|i| format!("{prefix}{i}"))
             .filter(|k| Store::shard_of(s.hash(k.as_bytes())) == shard)
             .take(n)
             .collect()
@@ -453,15 +457,6 @@ mod tests {
         // The first SECOND_CHANCES active tails move; the next tail is taken, mark or not.
         assert_eq!(lk.sh_mut().victim(class), Some(marked[SECOND_CHANCES]));
         assert_ne!(lk.entry(marked[SECOND_CHANCES]).bits & ACTIVE, 0);
-    }
-
-    /// `n` keys of shard `shard`, none of them in `skip`.
-    fn keys_of_shard(s: &Store, shard: usize, prefix: &str, n: usize) -> Vec<String> {
-        (0..)
-            .map(|i| format!("{prefix}{i}"))
-            .filter(|k| Store::shard_of(s.hash(k.as_bytes())) == shard)
-            .take(n)
-            .collect()
     }
 
     #[test]

@@ -19,10 +19,11 @@
 //! - Every buffer index is in exactly one place: in the kernel's ring or among the ring's
 //!   spares (or in the epoll free list), lent out in one [`Lent`], or in the pool's list of
 //!   buffers given back on another thread. Only the owning processor's thread writes the
-//!   ring's entries and tail and touches the spares and the free list; that thread is recognised by its driver's pool being this pool (a driver
-//!   lives on one thread for its whole life).
+//!   ring's entries and tail and touches the spares and the free list; that thread is
+//!   recognised by its driver's pool being this pool (a driver lives on one thread for its
+//!   whole life).
 //! - A [`Lent`] gives its buffer back when dropped, on whatever thread: on the owner's thread
-//!   straight into the ring or free list, elsewhere into `returned`, which the owner takes
+//!   straight into the ring, its spares or the free list, elsewhere into `returned`, which the owner takes
 //!   back before its next loan (a fiber may move between processors while it holds one).
 //! - The pool's memory lives as long as the pool (every `Lent` holds an `Arc` to it), and the
 //!   io_uring driver unregisters the buffer ring before it closes the ring; if that fails the
