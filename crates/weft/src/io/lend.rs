@@ -23,8 +23,9 @@
 //!   recognised by its driver's pool being this pool (a driver lives on one thread for its
 //!   whole life).
 //! - A [`Lent`] gives its buffer back when dropped, on whatever thread: on the owner's thread
-//!   straight into the ring, its spares or the free list, elsewhere into `returned`, which the owner takes
-//!   back before its next loan (a fiber may move between processors while it holds one).
+//!   straight into the ring, its spares or the free list, elsewhere into `returned`, which
+//!   the owner takes back before its next loan (a fiber may move between processors while
+//!   it holds one).
 //! - The pool's memory lives as long as the pool (every `Lent` holds an `Arc` to it), and the
 //!   io_uring driver unregisters the buffer ring before it closes the ring; if that fails the
 //!   pool is leaked rather than freed under the kernel.
