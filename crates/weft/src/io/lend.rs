@@ -11,9 +11,12 @@
 //!   takes them in order); the rest wait as spares, the most recently given back next in line.
 //! - **epoll**: a free list of the same buffers; a fiber takes one just before its `recv(2)`
 //!   and gives it back before it waits for readiness.
+//! - Either driver makes its pool on the processor's first lent receive, so a server that
+//!   never asks for one (weft http) maps none.
 //! - When the pool is empty (more buffers lent out than it has; on io_uring, fewer than
-//!   [`RING_LOW`] left in the ring), or the kernel has no buffer rings, a receive goes into a
-//!   fresh heap buffer instead: slower, never wrong, and one round trip as before.
+//!   [`RING_LOW`] left in the ring), or could not be made (no memory to map, or a kernel
+//!   without buffer rings), a receive goes into a fresh heap buffer instead: slower, never
+//!   wrong, and one round trip as before.
 //!
 //! Invariants:
 //! - Every buffer index is in exactly one place: in the kernel's ring or among the ring's

@@ -106,8 +106,9 @@ unsafe fn recv_raw(
 /// `recv(2)` into a buffer the processor lends ([`crate::io::lend`]), as the caller's
 /// context does it: on io_uring a receive that lets the kernel pick one of the ring's
 /// provided buffers when the data is there; on epoll a `recv(2)` into a buffer taken from the
-/// processor's free list just before (and given back before waiting); on a plain thread, or
-/// when no buffer is free, a heap buffer. `poll_first` as for [`recv`].
+/// processor's free list just before (and given back before waiting); on a plain thread,
+/// when no buffer is free, or when the processor could not map its buffers (they are made on
+/// its first lent receive), a heap buffer. `poll_first` as for [`recv`].
 pub(crate) fn recv_lent(
     fd: i32,
     reg: &Registration,
@@ -203,8 +204,10 @@ fn recv_from_list(
         let Some(Driver::Epoll(e)) = op::current_driver() else {
             return recv_heap(fd, reg, deadline, false);
         };
+        let Some(pool) = e.lend_pool() else {
+            return recv_heap(fd, reg, deadline, false);
+        };
         e.receiving(fd);
-        let pool = &e.lend;
         // SAFETY: `e` is this thread's driver, so this is the pool's owner thread.
         unsafe { pool.take_back_returned() };
         // SAFETY: as above.

@@ -22,7 +22,7 @@
 //! a fiber woken for nothing simply finds `EAGAIN` and registers again, so a stale report can
 //! cost a spurious wake-up but never a wrong result.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -113,8 +113,9 @@ pub(crate) struct Epoll {
     keep: KeepTick,
     /// The keeper's timer (a one-shot timerfd in the epoll, edge-triggered), when it is on.
     keeper: Option<OwnedFd>,
-    /// The receive buffers this processor lends (a free list here).
-    pub(crate) lend: Arc<LendPool>,
+    /// The receive buffers this processor lends (a free list here), made on the first
+    /// receive that wants one ([`Epoll::lend_pool`]); `Some(None)` once making them failed.
+    lend: OnceCell<Option<Arc<LendPool>>>,
 }
 
 fn cvt(r: i32) -> io::Result<i32> {
@@ -182,8 +183,22 @@ impl Epoll {
             cancels: RefCell::new(Vec::new()),
             keep,
             keeper,
-            lend: Arc::new(LendPool::list()?),
+            lend: OnceCell::new(),
         })
+    }
+
+    /// The receive buffers this processor lends, made on the first call (the first
+    /// `recv_lent` on this processor); `None` if their memory cannot be mapped, and then
+    /// receives go to the heap. A server that never asks for a lent buffer maps none.
+    pub(crate) fn lend_pool(&self) -> Option<&Arc<LendPool>> {
+        self.lend
+            .get_or_init(|| LendPool::list().ok().map(Arc::new))
+            .as_ref()
+    }
+
+    /// The lent buffers if they have been made (never makes them).
+    pub(crate) fn lend_pool_made(&self) -> Option<&Arc<LendPool>> {
+        self.lend.get().and_then(Option::as_ref)
     }
 
     /// Adds `record` to the waiters of its descriptor and direction, first adding the
@@ -469,5 +484,29 @@ impl Epoll {
             self.keep.worked();
         }
         woken
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::io::driver::{Driver, Waker};
+    use crate::io::IoBackend;
+
+    #[test]
+    fn the_lent_buffers_are_made_on_the_first_receive_that_wants_them() {
+        let waker = Arc::new(Waker::new(IoBackend::Epoll).unwrap());
+        let shared = Arc::new(DriverShared::new(waker));
+        let driver = Driver::Epoll(Epoll::new(shared, Duration::ZERO).expect("epoll works"));
+        assert!(driver.lend().is_none(), "no buffers before a receive asks");
+        let Driver::Epoll(e) = &driver else {
+            unreachable!("made above")
+        };
+        let pool = e.lend_pool().expect("anonymous memory maps here").clone();
+        let again = e.lend_pool().expect("made once");
+        assert!(Arc::ptr_eq(&pool, again), "the same pool every time");
+        assert!(driver.lend().is_some_and(|p| Arc::ptr_eq(p, &pool)));
+        drop(driver);
+        assert_eq!(Arc::strong_count(&pool), 1, "the driver let its pool go");
     }
 }

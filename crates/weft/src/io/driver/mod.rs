@@ -202,7 +202,7 @@ impl Driver {
     pub(crate) fn lend(&self) -> Option<&Arc<LendPool>> {
         match self {
             Driver::Uring(u) => u.lend_pool_made(),
-            Driver::Epoll(e) => Some(&e.lend),
+            Driver::Epoll(e) => e.lend_pool_made(),
         }
     }
 
