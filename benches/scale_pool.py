@@ -35,11 +35,21 @@ on the two CPUs together (and so drops rounds from records without the fields). 
 since then also carry the guest's idle poll (`guest_halt_poll_ns`, scale.sh's HALT_POLL_NS);
 the pool warns when its rounds ran at different settings.
 
+`--significance` asks whether weft's rounds differ from the peer's by more than chance, at
+the 25 % and 50 % points of records taken with PEER_TWICE=1. If weft served like the peer,
+the three runs of a round (weft, the peer, its second run) would be exchangeable: weft's rank
+among them (1 for the lowest p99) would be 1, 2 or 3 with equal odds, a mean of 2 with a
+standard error of sqrt(2/3 / rounds). It prints that mean rank for each of the three with the
+two-sided p of its distance from 2 (normal approximation), and two exact sign tests: weft's
+p99 against the peer's second run (the run weft's place in the round is most like), and
+weft's busy CPU against the peer's first run.
+
 Usage: benches/scale_pool.py RECORD.jsonl... [--server weft|peer-2|NAME] [--all]
-       [--max-steal-ms N] [--against peer|peer-2] [--ranks]
+       [--max-steal-ms N] [--against peer|peer-2] [--ranks] [--significance]
 """
 import argparse
 import json
+import math
 import statistics
 import sys
 
@@ -93,6 +103,8 @@ def main():
                     help="the peer's run each round is paired with (peer-2: its second run, PEER_TWICE=1)")
     ap.add_argument("--ranks", action="store_true",
                     help="also count how often weft, the peer and its second run had a round's lowest and highest p99")
+    ap.add_argument("--significance", action="store_true",
+                    help="also test whether weft's p99 and CPU differ from the peer's by more than chance")
     args = ap.parse_args()
     if args.against == "peer-2" and args.server == "peer-2":
         sys.exit("scale_pool.py: --against peer-2 needs a server other than peer-2")
@@ -136,6 +148,8 @@ def main():
     summarize(pooled, args.server)
     if args.ranks:
         print_ranks(args.records, args.all)
+    if args.significance:
+        print_significance(args.records, args.all)
 
 
 def print_ranks(paths, everything):
@@ -165,6 +179,86 @@ def print_ranks(paths, everything):
         shown = ", ".join(f"{n} {lo} and {hi}" for n, (lo, hi, _) in c.items())
         print(f"\n{proto}, the 25 % and 50 % points, {total} rounds of three runs: strictly lowest and "
               f"highest p99 (ties count for nobody): {shown}")
+
+
+def triples(paths, everything):
+    """Per protocol, the rounds at the 25 % and 50 % points that have all three runs: (weft,
+    the peer, the peer's second run) rows."""
+    out = {}
+    for path in paths:
+        firsts, seconds = {}, {}
+        for point, a, b in rounds(path, "weft", everything, "peer"):
+            firsts.setdefault(point, []).append((a, b))
+        for point, _, b in rounds(path, "weft", everything, "peer-2"):
+            seconds.setdefault(point, []).append(b)
+        for point, pairs in firsts.items():
+            if point[2] not in (25, 50):
+                continue
+            for (w, p), p2 in zip(pairs, seconds.get(point, [])):
+                out.setdefault(point[0], []).append((w, p, p2))
+    return out
+
+
+def ranks_of(values):
+    """Each value's rank among `values`, 1 for the lowest; ties share their mean rank."""
+    return [1 + sum(x < v for x in values) + (sum(x == v for x in values) - 1) / 2 for v in values]
+
+
+def two_sided_normal_p(z):
+    """P(|Z| >= |z|) for a standard normal Z."""
+    return math.erfc(abs(z) / math.sqrt(2))
+
+
+def sign_test_p(wins, n):
+    """Exact two-sided sign test: the chance of a split at least as uneven as `wins` of `n`
+    when each is a fair coin."""
+    if n == 0:
+        return 1.0
+    k = min(wins, n - wins)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def shown_p(p):
+    """A p-value as printed: three decimals, or "< 0.001"."""
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def significance_lines(proto, rows):
+    """The lines `--significance` prints for one protocol's (weft, peer, peer-2) rounds."""
+    n = len(rows)
+    names = ("weft", "the peer", "its second run")
+    sums = [0.0, 0.0, 0.0]
+    for triple in rows:
+        for i, r in enumerate(ranks_of([x["p99_us"] for x in triple])):
+            sums[i] += r
+    se = math.sqrt(2 / 3 / n)
+    shown = "; ".join(f"{name} {total / n:.2f} (p {shown_p(two_sided_normal_p((total / n - 2) / se))})"
+                      for name, total in zip(names, sums))
+    lines = [f"{proto}, the 25 % and 50 % points, {n} rounds of three runs: mean rank of p99 (1 lowest, "
+             f"2 ± {se:.3f} if the three are alike): {shown}"]
+    pairs = [(w["p99_us"], p2["p99_us"]) for w, _, p2 in rows if w["p99_us"] != p2["p99_us"]]
+    under = sum(a < b for a, b in pairs)
+    lines.append(f"{proto}: weft's p99 under the peer's second run's in {under} of {len(pairs)} rounds "
+                 f"(ties left out; sign test p {shown_p(sign_test_p(under, len(pairs)))})")
+    busy = [(w.get("server_busy"), p.get("server_busy")) for w, p, _ in rows]
+    busy = [(a, b) for a, b in busy if a and b and a != b]
+    if busy:
+        over = sum(a > b for a, b in busy)
+        lines.append(f"{proto}: weft's busy CPU over the peer's in {over} of {len(busy)} rounds "
+                     f"(sign test p {shown_p(sign_test_p(over, len(busy)))})")
+    return lines
+
+
+def print_significance(paths, everything):
+    """`--significance`: see the module docs."""
+    found = triples(paths, everything)
+    if not found:
+        print("\nscale_pool.py: --significance needs records taken with PEER_TWICE=1", file=sys.stderr)
+        return
+    for proto, rows in sorted(found.items()):
+        print()
+        print("\n".join(significance_lines(proto, rows)))
 
 
 def summarize(pooled, server):

@@ -1,0 +1,111 @@
+//! benches/scale_pool.py's `--significance`, run on records written here: a weft that is the
+//! slowest and busiest of every round is told apart from the peer, and one that takes each
+//! place in turn is not.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use weft_testkit::require;
+
+/// One record row, in the fields scale_pool.py reads.
+fn row(server: &str, offered: u32, actual: u32, p99_us: u32, busy: f64) -> String {
+    format!(
+        r#"{{"proto": "mc", "connections": 1000, "offered_qps": {offered}, "actual_qps": {actual}, "p99_us": {p99_us}, "p999_us": {}, "server": "{server}", "server_busy": {busy}, "isolate": "fifo", "guest_halt_poll_ns": 200000}}"#,
+        p99_us * 4
+    )
+}
+
+/// A record of `rounds` rounds at 25 % and 50 % of a 100,000 req/s peak, in scale.sh's order
+/// (weft, memcached, memcached-2 each round), the p99s and weft's busy CPU given per round by
+/// `round`; the peer's busy CPU is 0.5.
+fn record(dir: &Path, name: &str, rounds: u32, round: impl Fn(u32) -> ([u32; 3], f64)) -> PathBuf {
+    let mut lines = vec![row("memcached", 400_000, 100_000, 600_000, 0.9)];
+    for offered in [25_000, 50_000] {
+        for r in 0..rounds {
+            let ([weft, peer, peer2], busy) = round(r);
+            lines.push(row("weft", offered, offered, weft, busy));
+            lines.push(row("memcached", offered, offered, peer, 0.5));
+            lines.push(row("memcached-2", offered, offered, peer2, 0.5));
+        }
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, lines.join("\n") + "\n").expect("write the record");
+    path
+}
+
+/// scale_pool.py's output for `record` with `--significance`; `None` without python3 (a
+/// failure under `CI=true`).
+fn significance(record: &Path) -> Option<String> {
+    let python = require("python3")?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/scale_pool.py");
+    let out = Command::new(python)
+        .arg(script)
+        .arg(record)
+        .arg("--significance")
+        .output()
+        .expect("run scale_pool.py");
+    assert!(
+        out.status.success(),
+        "scale_pool.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8(out.stdout).expect("UTF-8 output"))
+}
+
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("weft-scale-pool-{}-{test}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    dir
+}
+
+#[test]
+fn a_server_slowest_and_busiest_in_every_round_is_told_apart() {
+    let dir = scratch("apart");
+    let path = record(&dir, "worse.jsonl", 20, |r| ([300 + r, 200, 210], 0.6));
+    let Some(out) = significance(&path) else {
+        return;
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.contains("40 rounds of three runs") && out.contains("weft 3.00 (p < 0.001)"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "under the peer's second run's in 0 of 40 rounds (ties left out; sign test p < 0.001)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("busy CPU over the peer's in 40 of 40 rounds (sign test p < 0.001)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_server_that_takes_each_place_in_turn_is_not() {
+    let dir = scratch("alike");
+    // Ranks 1, 2, 3 in turn, the others sharing the rest; the CPU above and below in turn.
+    let path = record(&dir, "alike.jsonl", 18, |r| match r % 3 {
+        0 => ([100, 200, 300], 0.4),
+        1 => ([200, 300, 100], 0.6),
+        _ => ([300, 100, 200], if r % 2 == 0 { 0.4 } else { 0.6 }),
+    });
+    let Some(out) = significance(&path) else {
+        return;
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.contains("weft 2.00 (p 1.000)"), "{out}");
+    // Under the second run in the rounds where weft ranks 1 (12) and where the second run
+    // ranks 3 (none more): 12 of 36, p = 0.065.
+    assert!(
+        out.contains(
+            "under the peer's second run's in 12 of 36 rounds (ties left out; sign test p 0.065)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("busy CPU over the peer's in 18 of 36 rounds (sign test p 1.000)"),
+        "{out}"
+    );
+}
