@@ -15,8 +15,8 @@
 //!   never asks for one (weft http) maps none.
 //! - When the pool is empty (more buffers lent out than it has; on io_uring, fewer than
 //!   [`RING_LOW`] left in the ring), or could not be made (no memory to map, or a kernel
-//!   without buffer rings), a receive goes into a fresh heap buffer instead: slower, never
-//!   wrong, and one round trip as before.
+//!   without buffer rings; said once per process), a receive goes into a fresh heap buffer
+//!   instead: slower, never wrong, and one round trip as before.
 //!
 //! Invariants:
 //! - Every buffer index is in exactly one place: in the kernel's ring or among the ring's
@@ -39,7 +39,7 @@ use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use crate::loom::{AtomicBool, AtomicU32, Mutex, Ordering};
+use crate::loom::{AtomicBool, AtomicU32, Mutex, Ordering, StaticAtomicBool};
 use crate::poison::Recover;
 
 /// Bytes in each lent buffer.
@@ -124,6 +124,33 @@ fn map(bytes: usize) -> io::Result<NonNull<u8>> {
         return Err(io::Error::last_os_error());
     }
     Ok(NonNull::new(p.cast()).expect("mmap does not return null"))
+}
+
+/// What a user is told when a processor cannot make its lent buffers (`e` says why): its
+/// receives then go into heap buffers, which works but costs a cold buffer a receive.
+pub(crate) fn unavailable_message(e: &io::Error) -> String {
+    let hint = match e.raw_os_error() {
+        Some(libc::ENOMEM) => {
+            ". The address space or memory limit is reached: check `ulimit -v` and the cgroup \
+             memory limit"
+        }
+        Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {
+            ". This kernel has no io_uring buffer rings (Linux 5.19 or later has them)"
+        }
+        _ => "",
+    };
+    format!(
+        "weft: cannot make the lent receive buffers ({e}); receives go into heap buffers \
+         instead, which is slower{hint}"
+    )
+}
+
+/// Says once per process that a processor could not make its lent buffers, and why.
+pub(crate) fn log_unavailable(e: &io::Error) {
+    static LOGGED: StaticAtomicBool = StaticAtomicBool::new(false);
+    if !LOGGED.swap(true, Ordering::Relaxed) {
+        eprintln!("{}", unavailable_message(e));
+    }
 }
 
 /// Distance between buffers: a line more than a buffer, so that their first lines (all a
@@ -477,6 +504,17 @@ impl Drop for Lent {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pool_that_cannot_be_made_says_why_and_what_happens_instead() {
+        let no_memory = unavailable_message(&io::Error::from_raw_os_error(libc::ENOMEM));
+        assert!(no_memory.contains("heap buffers"), "{no_memory}");
+        assert!(no_memory.contains("ulimit -v"), "{no_memory}");
+        let old_kernel = unavailable_message(&io::Error::from_raw_os_error(libc::EINVAL));
+        assert!(old_kernel.contains("Linux 5.19"), "{old_kernel}");
+        let other = unavailable_message(&io::Error::from_raw_os_error(libc::EIO));
+        assert!(other.ends_with("which is slower"), "{other}");
+    }
 
     /// The buffer ids the ring's entries `from..to` name.
     fn published(pool: &LendPool, from: u16, to: u16) -> Vec<u16> {

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use super::keep_tick::{monotonic_now_ns, split_ns, KeepTick};
 use super::{DriverShared, PollMode};
-use crate::io::lend::LendPool;
+use crate::io::lend::{self, LendPool};
 use crate::io::op::{Completion, Dir, ACK, DONE};
 use crate::loom::{AtomicU64, Ordering, StaticAtomicBool, StaticAtomicU64};
 
@@ -188,11 +188,17 @@ impl Epoll {
     }
 
     /// The receive buffers this processor lends, made on the first call (the first
-    /// `recv_lent` on this processor); `None` if their memory cannot be mapped, and then
-    /// receives go to the heap. A server that never asks for a lent buffer maps none.
+    /// `recv_lent` on this processor); `None` if their memory cannot be mapped (said once
+    /// per process), and then receives go to the heap. A server that never asks for a lent buffer maps none.
     pub(crate) fn lend_pool(&self) -> Option<&Arc<LendPool>> {
         self.lend
-            .get_or_init(|| LendPool::list().ok().map(Arc::new))
+            .get_or_init(|| match LendPool::list() {
+                Ok(pool) => Some(Arc::new(pool)),
+                Err(e) => {
+                    lend::log_unavailable(&e);
+                    None
+                }
+            })
             .as_ref()
     }
 

@@ -164,11 +164,13 @@ pub(crate) fn build_ring() -> io::Result<(IoUring, &'static str)> {
 impl Uring {
     /// The processor's lent buffers, made and registered with the ring on first use (a
     /// processor whose fibers never ask, such as weft http's, maps none); `None` when the
-    /// kernel or the memory refused them.
+    /// kernel or the memory refused them (said once per process, [`lend::log_unavailable`]).
     pub(crate) fn lend_pool(&self) -> Option<&Arc<LendPool>> {
         self.lend
             .get_or_init(|| {
-                let pool = LendPool::ring().ok()?;
+                let pool = LendPool::ring()
+                    .map_err(|e| lend::log_unavailable(&e))
+                    .ok()?;
                 let ring_addr = pool.ring_addr().expect("a ring pool");
                 // SAFETY: the pool's ring page and buffers live as long as the pool, which
                 // `Drop` unregisters before the pool can go (or leaks when that fails); a
@@ -182,7 +184,13 @@ impl Uring {
                         0,
                     )
                 };
-                registered.ok().map(|_| Arc::new(pool))
+                match registered {
+                    Ok(()) => Some(Arc::new(pool)),
+                    Err(e) => {
+                        lend::log_unavailable(&e);
+                        None
+                    }
+                }
             })
             .as_ref()
     }
