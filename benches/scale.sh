@@ -25,8 +25,9 @@
 #               same episode for every server at known times; per round the worst latency
 #               around a stall and how long its backlog took to drain, paired by round
 # Prints a table per protocol, then each other server's p99 and p999 over the peer's paired by
-# round (servers of a round run back to back, in the opposite order every other round, counted
-# across points so that ROUNDS=1 alternates too; a point where the generator was 0.9 busy or
+# round (servers of a round run back to back, the list started one server further on every
+# two rounds and reversed every other round, counted across points, so that each server takes
+# each place equally often, with ROUNDS=1 too; a point where the generator was 0.9 busy or
 # more is marked generator-bound), and appends every point
 # to $OUT/scale-DATE.jsonl, with the server's CPU over the window (server_busy) and the host's
 # steal time on CPU 0 and CPU 1 over it (server_cpu_steal_ms, load_cpu_steal_ms: /proc/stat's
@@ -300,12 +301,35 @@ print(json.dumps(d))" "$work/trace.json" "$file" 2>/dev/null || echo '{}')
   echo "$out"
 }
 
+# round_order TURN NAME... -> the names in the order round TURN runs them: the list started
+# TURN / 2 places further on (wrapping), reversed when TURN is odd.
+round_order() {
+  local turn=$1
+  shift
+  local names=("$@")
+  local n=${#names[@]}
+  local start=$(((turn / 2) % n))
+  local order=("${names[@]:start}" "${names[@]:0:start}")
+  if [ $((turn % 2)) -eq 1 ]; then
+    local i
+    for ((i = n - 1; i >= 0; i--)); do printf '%s ' "${order[i]}"; done
+  else
+    printf '%s ' "${order[@]}"
+  fi
+  echo
+}
+
 # sweep PROTO PEER "NAMES..." : peak of the peer, then 25/50/75 % for every server
 sweep() {
   local proto=$1 peer=$2 names=$3
-  # Rounds counted across every point: every other one runs the servers in the opposite
-  # order, so what one run leaves behind for the next, or a drift within a round, falls on
-  # each server alike, also with ROUNDS=1 (where the order then alternates point by point).
+  # Rounds counted across every point: each round starts the list one server further on
+  # (every two rounds) and every other one runs it in the opposite order, so each server
+  # takes each place in a round equally often (over 2 x servers rounds), and what one run
+  # leaves behind for the next, or a drift within a round, falls on each server alike, also
+  # with ROUNDS=1 (where the order then changes point by point). Before 2026-11-27 23:00 the
+  # list was only reversed, so the middle server of three was always in the middle: the
+  # peer's first run, which ranked better than chance by that alone (docs/notes/scale.md,
+  # "An eleventh tuned cache table").
   local turn=0
   for conns in $CONNS; do
     local peak peak_point
@@ -320,8 +344,8 @@ if g >= 0.9 and g >= s: print(f'# warning: the generator was busy {g:.2f} of its
     for frac in 25 50 75; do
       local qps=$((peak * frac / 100))
       for _ in $(seq "$ROUNDS"); do
-        local order=$names
-        [ $((turn % 2)) -eq 1 ] && order=$(echo $names | tr ' ' '\n' | tac | tr '\n' ' ')
+        local order
+        order=$(round_order "$turn" $names)
         turn=$((turn + 1))
         for name in $order; do
           point "$proto" "$name" "$conns" "$qps" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=$frac, peer_peak=$peak); print(json.dumps(d))" >>"$work/table.jsonl"

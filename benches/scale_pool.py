@@ -41,8 +41,11 @@ the three runs of a round (weft, the peer, its second run) would be exchangeable
 among them (1 for the lowest p99) would be 1, 2 or 3 with equal odds, a mean of 2 with a
 standard error of sqrt(2/3 / rounds). It prints that mean rank for each of the three with the
 two-sided p of its distance from 2 (normal approximation), and two exact sign tests: weft's
-p99 against the peer's second run (the run weft's place in the round is most like), and
-weft's busy CPU against the peer's first run.
+p99 against the peer's second run, and weft's busy CPU against the peer's first run. Records
+before 2026-11-27 23:00 ran the three in the order peer-2, peer, weft and its reverse, so the
+peer's first run was always in the middle of its round and weft and the second run at the
+ends: there the second run is the fair one to hold weft against. Later records rotate the
+order, so each takes each place equally often.
 
 Usage: benches/scale_pool.py RECORD.jsonl... [--server weft|peer-2|NAME] [--all]
        [--max-steal-ms N] [--against peer|peer-2] [--ranks] [--significance]

@@ -1,0 +1,79 @@
+//! benches/scale.sh's `round_order`: over 2 × servers rounds, each server runs in each place
+//! of a round equally often (before, the middle one of three was always in the middle).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use weft_testkit::require;
+
+/// The orders `round_order` gives for turns `0..turns` of `names`, taken from scale.sh itself;
+/// `None` without bash (a failure under `CI=true`).
+fn orders(turns: usize, names: &[&str]) -> Option<Vec<Vec<String>>> {
+    let bash = require("bash")?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/scale.sh");
+    let source = std::fs::read_to_string(&script).expect("read scale.sh");
+    let start = source
+        .find("\nround_order() {")
+        .expect("scale.sh defines round_order");
+    let end = start + source[start..].find("\n}\n").expect("round_order ends") + 3;
+    let mut program = source[start..end].to_string();
+    for turn in 0..turns {
+        program.push_str(&format!("round_order {turn} {}\n", names.join(" ")));
+    }
+    let out = Command::new(bash)
+        .args(["-c", &program])
+        .output()
+        .expect("run bash");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    Some(
+        text.lines()
+            .map(|l| l.split_whitespace().map(str::to_string).collect())
+            .collect(),
+    )
+}
+
+#[test]
+fn each_server_takes_each_place_of_a_round_equally_often() {
+    for names in [
+        &["memcached-2", "memcached", "weft"][..],
+        &[
+            "nginx",
+            "weft",
+            "weft:--io,epoll",
+            "weft:--scheduler,global-fifo",
+        ][..],
+    ] {
+        let turns = 2 * names.len();
+        let Some(orders) = orders(turns, names) else {
+            return;
+        };
+        assert_eq!(orders.len(), turns);
+        let mut places: HashMap<(&str, usize), usize> = HashMap::new();
+        for order in &orders {
+            let mut sorted = order.clone();
+            sorted.sort();
+            let mut expected: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+            expected.sort();
+            assert_eq!(sorted, expected, "every server once a round: {order:?}");
+            for (place, name) in order.iter().enumerate() {
+                let name = names.iter().find(|n| **n == name).expect("a known name");
+                *places.entry((name, place)).or_default() += 1;
+            }
+        }
+        for name in names {
+            for place in 0..names.len() {
+                assert_eq!(
+                    places.get(&(*name, place)),
+                    Some(&2),
+                    "{name} in place {place}: {orders:?}"
+                );
+            }
+        }
+    }
+}
