@@ -145,11 +145,18 @@ pub(crate) fn unavailable_message(e: &io::Error) -> String {
     )
 }
 
-/// Says once per process that a processor could not make its lent buffers, and why.
-pub(crate) fn log_unavailable(e: &io::Error) {
+/// A step of making a processor's lent buffers: its value, or `None` after saying once per
+/// process that the buffers could not be made, and why.
+pub(crate) fn made_or_said<T>(step: io::Result<T>) -> Option<T> {
     static LOGGED: StaticAtomicBool = StaticAtomicBool::new(false);
-    if !LOGGED.swap(true, Ordering::Relaxed) {
-        eprintln!("{}", unavailable_message(e));
+    match step {
+        Ok(value) => Some(value),
+        Err(e) => {
+            if !LOGGED.swap(true, Ordering::Relaxed) {
+                eprintln!("{}", unavailable_message(&e));
+            }
+            None
+        }
     }
 }
 

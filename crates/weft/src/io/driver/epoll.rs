@@ -192,13 +192,7 @@ impl Epoll {
     /// per process), and then receives go to the heap. A server that never asks for a lent buffer maps none.
     pub(crate) fn lend_pool(&self) -> Option<&Arc<LendPool>> {
         self.lend
-            .get_or_init(|| match LendPool::list() {
-                Ok(pool) => Some(Arc::new(pool)),
-                Err(e) => {
-                    lend::log_unavailable(&e);
-                    None
-                }
-            })
+            .get_or_init(|| lend::made_or_said(LendPool::list()).map(Arc::new))
             .as_ref()
     }
 

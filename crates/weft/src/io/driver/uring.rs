@@ -164,13 +164,11 @@ pub(crate) fn build_ring() -> io::Result<(IoUring, &'static str)> {
 impl Uring {
     /// The processor's lent buffers, made and registered with the ring on first use (a
     /// processor whose fibers never ask, such as weft http's, maps none); `None` when the
-    /// kernel or the memory refused them (said once per process, [`lend::log_unavailable`]).
+    /// kernel or the memory refused them (said once per process, [`lend::made_or_said`]).
     pub(crate) fn lend_pool(&self) -> Option<&Arc<LendPool>> {
         self.lend
             .get_or_init(|| {
-                let pool = LendPool::ring()
-                    .map_err(|e| lend::log_unavailable(&e))
-                    .ok()?;
+                let pool = lend::made_or_said(LendPool::ring())?;
                 let ring_addr = pool.ring_addr().expect("a ring pool");
                 // SAFETY: the pool's ring page and buffers live as long as the pool, which
                 // `Drop` unregisters before the pool can go (or leaks when that fails); a
@@ -184,13 +182,7 @@ impl Uring {
                         0,
                     )
                 };
-                match registered {
-                    Ok(()) => Some(Arc::new(pool)),
-                    Err(e) => {
-                        lend::log_unavailable(&e);
-                        None
-                    }
-                }
+                lend::made_or_said(registered).map(|()| Arc::new(pool))
             })
             .as_ref()
     }
