@@ -328,8 +328,8 @@ sweep() {
   # leaves behind for the next, or a drift within a round, falls on each server alike, also
   # with ROUNDS=1 (where the order then changes point by point). Before 2026-11-27 23:00 the
   # list was only reversed, so the middle server of three was always in the middle: the
-  # peer's first run, which ranked better than chance by that alone (docs/notes/scale.md,
-  # "An eleventh tuned cache table").
+  # peer's first run, whose rank among a round's three runs then strayed from chance's
+  # (docs/notes/scale.md, "An eleventh tuned cache table").
   local turn=0
   for conns in $CONNS; do
     local peak peak_point
