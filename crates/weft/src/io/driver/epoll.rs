@@ -189,7 +189,8 @@ impl Epoll {
 
     /// The receive buffers this processor lends, made on the first call (the first
     /// `recv_lent` on this processor); `None` if their memory cannot be mapped (said once
-    /// per process), and then receives go to the heap. A server that never asks for a lent buffer maps none.
+    /// per process), and then receives go to the heap. A server that never asks for a lent
+    /// buffer maps none.
     pub(crate) fn lend_pool(&self) -> Option<&Arc<LendPool>> {
         self.lend
             .get_or_init(|| lend::made_or_said(LendPool::list()).map(Arc::new))
