@@ -135,8 +135,8 @@ impl Output {
     }
 
     /// A batch is written: hands the empty buffer to this thread's spares (dropped when they
-    /// are full). A buffer grown past [`SPARE_MAX_BYTES`] stays with this output, as before
-    /// the spares (at most [`KEEP_BYTES`], see [`Output::clear`]): a client whose batches
+    /// are full). A buffer grown past `SPARE_MAX_BYTES` stays with this output, as before
+    /// the spares (at most `KEEP_BYTES`, see [`Output::clear`]): a client whose batches
     /// answer large multi-gets would otherwise grow a spare from its start size every batch.
     pub fn give_back(&mut self) {
         debug_assert!(self.buf.is_empty(), "give_back with output pending");

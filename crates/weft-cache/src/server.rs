@@ -3,7 +3,7 @@
 //! One accept fiber per listener; one fiber per connection ([`crate::session::serve`]); one
 //! sweeper fiber that reclaims expired items; one rebalancer fiber that moves slab pages to
 //! classes that found none; on glibc one trim fiber that returns the heap's
-//! free pages to the kernel every second ([`TRIM_INTERVAL_MS`]). Over `-c` connections a new
+//! free pages to the kernel every second (`TRIM_INTERVAL_MS`). Over `-c` connections a new
 //! client gets memcached's `ERROR Too many open connections` and is closed. [`Server::shutdown`] stops
 //! accepting, shuts the read side of every connection (each finishes the requests it has and
 //! writes their replies), waits up to a grace period, and stops the cluster.

@@ -21,7 +21,7 @@
 //! - After `-R` requests of one read the fiber yields (memcached's `conn_yields`), so a long
 //!   pipeline does not starve the other connections of its processor; the replies still go
 //!   out together.
-//! - With `-Y`, requests are answered by [`auth_step`] until the connection authenticates.
+//! - With `-Y`, requests are answered by `auth_step` until the connection authenticates.
 
 use std::io::{self, Read, Write};
 

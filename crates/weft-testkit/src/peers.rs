@@ -83,7 +83,7 @@ pub const START_ATTEMPTS: u32 = 4;
 
 /// Starts a server with `spawn(port)` on a [`free_port`] and waits (up to 10 s) until it
 /// listens there ([`listening_within`]). A server that exits first is started again on
-/// another port, up to [`START_ATTEMPTS`] times in all; `Err` is the last failure.
+/// another port, up to `START_ATTEMPTS` times in all; `Err` is the last failure.
 pub fn start_listening(
     mut spawn: impl FnMut(u16) -> ChildGuard,
 ) -> Result<(ChildGuard, SocketAddr), NotListening> {

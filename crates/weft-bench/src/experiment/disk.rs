@@ -1,5 +1,5 @@
 //! `weft experiment disk`: the disk-bound static experiment the thesis left out. The server
-//! runs in a memory cgroup ([`super::cgroup`]) whose limit is far below the file set, the
+//! runs in a memory cgroup ([`crate::cgroup`]) whose limit is far below the file set, the
 //! page cache is dropped before every point, and names are drawn uniformly over the set, so
 //! most requests must read from disk: weft http (a read that would wait for the disk goes to
 //! the blocking pool: `RWF_NOWAIT` reads, `mincore` checks before `sendfile`) against nginx

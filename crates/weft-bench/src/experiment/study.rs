@@ -3,11 +3,11 @@
 //! machine's cores when it has 2: oversubscription), plus tokio where the benchmark has a tokio
 //! version, `--runs` times each, in this process.
 //!
-//! Writes OUT/study-results.json (every outcome with its run number), OUT/study-results.csv,
-//! OUT/study-summary.md (median throughput and p99 per policy and processor count, the tables
-//! docs/SCHEDULERS.md quotes) and, per benchmark, OUT/study-<benchmark>-throughput.svg and
-//! OUT/study-<benchmark>-p99.svg (one line per policy over the processor count, median inside a
-//! min–max band), and OUT/report.html. Each run takes the policies one right after another at
+//! Writes `OUT/study-results.json` (every outcome with its run number), `OUT/study-results.csv`,
+//! `OUT/study-summary.md` (median throughput and p99 per policy and processor count, the tables
+//! docs/SCHEDULERS.md quotes) and, per benchmark, `OUT/study-<benchmark>-throughput.svg` and
+//! `OUT/study-<benchmark>-p99.svg` (one line per policy over the processor count, median inside a
+//! min–max band), and `OUT/report.html`. Each run takes the policies one right after another at
 //! each benchmark and processor count, the first one rotating by run ([`super::server_order`]).
 //! Ctrl-C stops after the current benchmark and still writes what was measured.
 
@@ -250,7 +250,7 @@ fn summary(measured: &[Measured]) -> String {
     s
 }
 
-/// Draws OUT/study-<benchmark>-throughput.svg and -p99.svg; returns the files written.
+/// Draws `OUT/study-<benchmark>-throughput.svg` and `-p99.svg`; returns the files written.
 fn draw_plots(out: &Path, measured: &[Measured]) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for (metric, file, what, y, y_unit, log_y) in [

@@ -1,6 +1,6 @@
 //! The rate sweeps of `weft experiment memcached | updates | static | quick`: the servers
 //! compared, the sweeps each experiment plans ([`plan`]), one load-generator process per
-//! point ([`measure`]), and [`run`], which measures them all and writes the results, the
+//! point (`measure`), and [`run`], which measures them all and writes the results, the
 //! plots, `report.html` and the summary table.
 
 use std::net::SocketAddr;

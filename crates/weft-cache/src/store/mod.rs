@@ -1,4 +1,4 @@
-//! The item store: 64 shards by key hash, each a [`Shard`] behind its own short lock, items'
+//! The item store: 64 shards by key hash, each a `Shard` behind its own short lock, items'
 //! keys and data in store-owned size-class pages ([`slab`]), the memory they take held under
 //! `-m` by per-class LRU eviction (or refusal with `-M`), memcached's expiry and `flush_all`
 //! rules checked lazily on access and by [`Store::sweep`], and CAS values from one global
@@ -203,7 +203,7 @@ impl Store {
     }
 
     /// Looks `key` up without answering, asking for the lines a get of it will read (the
-    /// item's slot, key and value: [`Shard::prefetch`]); for [`crate::lookahead`]. Changes
+    /// item's slot, key and value: `Shard::prefetch`); for [`crate::lookahead`]. Changes
     /// nothing.
     pub fn prefetch_get(&self, key: &[u8]) {
         let hash = self.hash(key);

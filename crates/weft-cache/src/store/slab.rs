@@ -3,7 +3,8 @@
 //! chunks; an item's key and data live in chunks of its class (an item larger than the
 //! largest chunk is chained through largest chunks plus one chunk for the rest, as memcached
 //! chains it). A page, once given to a class, stays with it until the rebalancer moves it
-//! ([`Slabs::drain_page`]); freed chunks go back to their class's free list.
+//! ([`Slabs::start_drain`], [`Slabs::finish_drain`]); freed chunks go back to their class's
+//! free list.
 //!
 //! Why: every chunk lives in pages the store counts against `-m`, so the memory the items
 //! take is the pages, whatever the allocator does and however many processors allocate
@@ -148,7 +149,7 @@ impl std::fmt::Debug for Slabs {
 }
 
 impl Slabs {
-    /// Reserves address space for `limit_bytes` (at least [`MIN_RESERVE_BYTES`]); nothing
+    /// Reserves address space for `limit_bytes` (at least `MIN_RESERVE_BYTES`); nothing
     /// is touched yet.
     pub fn new(classes: SizeClasses, limit_bytes: usize) -> Slabs {
         let want = limit_bytes.saturating_mul(2).max(MIN_RESERVE_BYTES);

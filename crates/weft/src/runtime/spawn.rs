@@ -48,7 +48,7 @@ static NEXT_FIBER_ID: StaticAtomicU64 = StaticAtomicU64::new(1);
 ///   `std::sync::Mutex` lets another fiber on the same processor block the whole OS thread on it:
 ///   a deadlock. Use [`crate::sync::Mutex`], which parks the fiber instead.
 /// - **Blocking system calls block the processor.** Use weft's I/O, or run the call through
-///   [`crate::blocking`].
+///   [`crate::blocking()`].
 /// - **Migration is `unsafe`.** A fiber spawned with [`Builder::migratable`] may be resumed on
 ///   any processor of its cluster after any blocking call, and [`crate::migrate`] moves a
 ///   fiber to another cluster: the caller then promises that the fiber's code holds nothing

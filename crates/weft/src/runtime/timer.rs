@@ -5,8 +5,8 @@
 //! The fiber may wake for another reason and move to another processor, so it cannot remove its
 //! entry. Instead each entry carries the fiber's *timer generation* at the time it was armed,
 //! and the fiber bumps its generation when it gives the entry up
-//! ([`crate::fiber::Fiber::timer_gen`]): an entry whose generation is no longer the fiber's is
-//! stale and never wakes anyone. A fiber keeps its entry across wake-ups while its next
+//! ([`crate::fiber::core::Fiber::timer_gen`]): an entry whose generation is no longer the
+//! fiber's is stale and never wakes anyone. A fiber keeps its entry across wake-ups while its next
 //! deadlines are at or a little after it (`fiber::park::switch::reuses_live_timer`): a
 //! connection parked once per request with a keep-alive deadline arms one entry every few
 //! seconds, not one per request. It gives the entry up when it parks without a deadline, with

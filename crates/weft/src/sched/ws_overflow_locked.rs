@@ -1,5 +1,5 @@
 //! `ws-overflow-locked`: FIFO work-stealing whose full rings overflow to a global queue that is
-//! a locked Mutex<VecDeque>.
+//! a locked `Mutex<VecDeque>`.
 //!
 //! The study's question: does the global queue's synchronisation matter once rings absorb most
 //! pushes? The skeleton is `ring_stealing.rs`; only the global queue differs between the

@@ -35,7 +35,7 @@ use std::time::Duration;
 
 /// The keeper's period when a cluster does not choose one: 4 ms, one tick at `HZ=250`. The
 /// keeper expires at the kernel's next tick or after the period, whichever is sooner
-/// ([`expiry_ns`]): at `HZ` 250 and up always the next tick; at `HZ=100` (10 ms ticks) within
+/// (`expiry_ns`): at `HZ` 250 and up always the next tick; at `HZ=100` (10 ms ticks) within
 /// 4 ms, which still keeps the tick.
 pub const DEFAULT_PERIOD: Duration = Duration::from_millis(4);
 
