@@ -39,7 +39,7 @@ pub fn prefetch(buf: &[u8], store: &Store) {
 pub fn get_keys<'a>(buf: &'a [u8], keys: &mut [&'a [u8]; MAX_KEYS]) -> usize {
     let mut rest = &buf[..buf.len().min(MAX_SCAN_BYTES)];
     let mut n = 0;
-    while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+    while let Some(nl) = memchr::memchr(b'\n', rest) {
         let line = rest[..nl].strip_suffix(b"\r").unwrap_or(&rest[..nl]);
         rest = &rest[nl + 1..];
         let (args, all) = if let Some(a) = line.strip_prefix(b"get ") {

@@ -224,7 +224,8 @@ impl Requests {
                     }
                 }
             }
-            match parse(&input[pos..], &ctx.limits) {
+            let mut tokens = Tokens::EMPTY;
+            match parse(&input[pos..], &ctx.limits, &mut tokens) {
                 Parse::NeedMore => return Ok(End::Consumed(pos)),
                 Parse::Close => return Ok(End::Close),
                 Parse::Ready { consumed, command } => {

@@ -233,7 +233,7 @@ pub fn execute(
             out_string(out, "OK", noreply);
             Flow::Continue
         }
-        Command::Stats(tokens) => stats::stats(ctx, out, now, &tokens),
+        Command::Stats(tokens) => stats::stats(ctx, out, now, tokens),
         Command::CacheMemlimit { megabytes, noreply } => {
             if megabytes < 8 {
                 out_string(
@@ -258,8 +258,8 @@ pub fn execute(
             out.line("MN");
             Flow::Flush
         }
-        Command::Meta { op, tokens } => meta::meta(ctx, out, now, op, &tokens),
-        Command::MetaSet { tokens, data } => meta::mset(ctx, out, now, &tokens, data),
+        Command::Meta { op, tokens } => meta::meta(ctx, out, now, op, tokens),
+        Command::MetaSet { tokens, data } => meta::mset(ctx, out, now, tokens, data),
         Command::Reply { line, noreply } => {
             out_string(out, line, noreply);
             Flow::Continue

@@ -145,7 +145,7 @@ pub fn preparse(t: &Tokens<'_>, start: usize) -> Result<MetaFlags, &'static str>
 /// leave the data block to be parsed as commands (as memcached does); otherwise the block is
 /// part of the request.
 pub(super) fn parse_ms<'a>(
-    t: &Tokens<'a>,
+    t: &'a Tokens<'a>,
     buf: &'a [u8],
     line_len: usize,
     limits: &Limits,
@@ -172,5 +172,5 @@ pub(super) fn parse_ms<'a>(
     } else {
         Data::Inline(&buf[line_len..line_len + block])
     };
-    Some(Command::MetaSet { tokens: *t, data })
+    Some(Command::MetaSet { tokens: t, data })
 }

@@ -25,6 +25,16 @@ pub struct Tokens<'a> {
     rest: u32,
 }
 
+impl Tokens<'static> {
+    /// No tokens: a slot for [`super::parse`] to split a line into.
+    pub const EMPTY: Tokens<'static> = Tokens {
+        line: &[],
+        spans: [(0, 0); MAX_TOKENS - 1],
+        count: 0,
+        rest: NO_REST,
+    };
+}
+
 impl<'a> Tokens<'a> {
     /// Splits `line` on spaces exactly like `tokenize_command`.
     ///
