@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Item 4's HTTP half: keep-alive requests for one 4 KiB file, measured with an independent
+# client (wrk, one thread, 50 connections), against `weft http` with its defaults and nginx
+# with one worker at its best static-file settings (sendfile, tcp_nopush, open_file_cache:
+# the template of crates/weft-load/src/nginx.rs and benches/scale.sh). Each server is pinned
+# to CPU 0 and wrk to CPU 1; neither is capped.
+#
+# Each round runs both servers once, the first one alternating by round. Prints one line per
+# run (req/s, wrk's p99, the server's busy share), then weft's req/s over nginx's, paired by
+# round, as min–median–max.
+#
+# Usage: benches/http_keepalive.sh [ROUNDS]   (default 4)
+# Environment: WEFT (the weft binary; default target/release/weft), SECONDS_PER_RUN (5),
+# CONNECTIONS (50).
+set -euo pipefail
+
+cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
+rounds=${1:-4}
+WEFT=${WEFT:-${CARGO_TARGET_DIR:-target}/release/weft}
+secs=${SECONDS_PER_RUN:-5}
+conns=${CONNECTIONS:-50}
+for tool in nginx wrk taskset; do
+    command -v "$tool" >/dev/null || {
+        echo "$tool is not installed (apt-get install nginx wrk util-linux)" >&2
+        exit 2
+    }
+done
+[ -x "$WEFT" ] || {
+    echo "no weft binary at $WEFT (cargo build --release -p weft-cli)" >&2
+    exit 2
+}
+
+work=$(mktemp -d)
+port=${PORT:-22700}
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; true' EXIT
+# nginx's worker runs as nobody: it must be able to read the file.
+chmod 755 "$work"
+mkdir -p "$work/www"
+head -c 4096 /dev/urandom >"$work/www/4k.bin"
+cpu_ticks() { awk 'BEGIN {s = 0} {s += $14 + $15} END {print s}' "$@"; }
+
+nginx_conf() {
+    cat <<EOF
+worker_processes 1;
+daemon off;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+worker_rlimit_nofile 20000;
+events { worker_connections 20000; }
+http {
+  access_log off;
+  sendfile on; tcp_nopush on;
+  open_file_cache max=20000 inactive=60s;
+  keepalive_requests 1000000; keepalive_timeout 300s;
+  server { listen 127.0.0.1:$1 backlog=16384; root $work/www; }
+}
+EOF
+}
+
+# run SERVER ROUND: one wrk run; sets `line`. Not in a subshell, so that the EXIT trap sees
+# the server's `pid`.
+run() {
+    local server=$1 r=$2 out rps p99 c0 c1 procs
+    port=$((port + 1))
+    if [ "$server" = weft ]; then
+        taskset -c 0 "$WEFT" http --root "$work/www" --listen "127.0.0.1:$port" &
+    else
+        nginx_conf "$port" >"$work/nginx.conf"
+        taskset -c 0 nginx -c "$work/nginx.conf" &
+    fi
+    pid=$!
+    for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+    # nginx serves from its worker, a child of the master (forked after it listens).
+    sleep 0.3
+    procs=("/proc/$pid/stat")
+    for child in $(pgrep -P "$pid" || true); do procs+=("/proc/$child/stat"); done
+    c0=$(cpu_ticks "${procs[@]}")
+    out=$(taskset -c 1 wrk -t1 -c"$conns" -d"${secs}s" --latency "http://127.0.0.1:$port/4k.bin")
+    c1=$(cpu_ticks "${procs[@]}")
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    pid=
+    rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
+    p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
+    if [ -z "$rps" ] || grep -q 'Non-2xx\|Socket errors' <<<"$out"; then
+        echo "wrk failed or saw errors against $server:" >&2
+        echo "$out" >&2
+        exit 1
+    fi
+    line="round $r server $server req/s $rps p99 $p99 busy $(awk -v d=$((c1 - c0)) -v s="$secs" 'BEGIN {printf "%.2f", d / 100 / s}')"
+}
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), wrk -t1 -c$conns -d${secs}s --latency, 4 KiB file, $rounds rounds"
+lines=()
+for r in $(seq "$rounds"); do
+    if ((r % 2)); then order=(weft nginx); else order=(nginx weft); fi
+    for s in "${order[@]}"; do
+        run "$s" "$r"
+        echo "$line"
+        lines+=("$line")
+    done
+done
+printf '%s\n' "${lines[@]}" | python3 -c '
+import statistics, sys
+rps = {}
+for line in sys.stdin:
+    w = line.split()
+    rps[(w[3], int(w[1]))] = float(w[5])
+r = sorted(rps[("weft", n)] / rps[("nginx", n)] for (s, n) in rps if s == "weft")
+print(f"weft / nginx req/s {r[0]:.2f}-{statistics.median(r):.2f}-{r[-1]:.2f} over {len(r)} rounds")
+'
