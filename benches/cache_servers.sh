@@ -1,23 +1,9 @@
 # Sourced by the cache's peak scripts (benches/memcaslap_peak.sh, benches/pipelined_peak.sh):
-# the checks before a run, and starting and stopping `weft memcached -t 1` or
-# `memcached -t 1` on 127.0.0.1, pinned to CPU 0. The caller sets WEFT (the weft binary) and
+# the checks before a run (`need`, from benches/bench_common.sh), and starting and stopping
+# `weft memcached -t 1` or `memcached -t 1` on 127.0.0.1, pinned to CPU 0. The caller sets WEFT (the weft binary) and
 # keeps the running server's PID in `pid` (for its EXIT trap); `port` moves on by one a start.
 
-# need HINT TOOL...: exits 2 naming the first TOOL not on PATH, with HINT (how to install).
-need() {
-    local hint=$1 tool
-    shift
-    for tool in "$@"; do
-        command -v "$tool" >/dev/null || {
-            echo "$tool is not installed ($hint)" >&2
-            exit 2
-        }
-    done
-    [ -x "$WEFT" ] || {
-        echo "no weft binary at $WEFT (cargo build --release -p weft-cli)" >&2
-        exit 2
-    }
-}
+source benches/bench_common.sh
 
 # start_cache weft|memcached: starts it on the next port, sets `pid`, and returns once it
 # accepts connections (or after 5 s).

@@ -19,16 +19,8 @@ rounds=${1:-4}
 WEFT=${WEFT:-${CARGO_TARGET_DIR:-target}/release/weft}
 secs=${SECONDS_PER_RUN:-5}
 conns=${CONNECTIONS:-50}
-for tool in nginx wrk taskset; do
-    command -v "$tool" >/dev/null || {
-        echo "$tool is not installed (apt-get install nginx wrk util-linux)" >&2
-        exit 2
-    }
-done
-[ -x "$WEFT" ] || {
-    echo "no weft binary at $WEFT (cargo build --release -p weft-cli)" >&2
-    exit 2
-}
+source benches/bench_common.sh
+need "apt-get install nginx wrk util-linux" nginx wrk taskset
 
 work=$(mktemp -d)
 port=${PORT:-22700}
@@ -40,24 +32,6 @@ mkdir -p "$work/www"
 head -c 4096 /dev/urandom >"$work/www/4k.bin"
 cpu_ticks() { awk 'BEGIN {s = 0} {s += $14 + $15} END {print s}' "$@"; }
 
-nginx_conf() {
-    cat <<EOF
-worker_processes 1;
-daemon off;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-worker_rlimit_nofile 20000;
-events { worker_connections 20000; }
-http {
-  access_log off;
-  sendfile on; tcp_nopush on;
-  open_file_cache max=20000 inactive=60s;
-  keepalive_requests 1000000; keepalive_timeout 300s;
-  server { listen 127.0.0.1:$1 backlog=16384; root $work/www; }
-}
-EOF
-}
-
 # run SERVER ROUND: one wrk run; sets `line`. Not in a subshell, so that the EXIT trap sees
 # the server's `pid`.
 run() {
@@ -66,7 +40,7 @@ run() {
     if [ "$server" = weft ]; then
         taskset -c 0 "$WEFT" http --root "$work/www" --listen "127.0.0.1:$port" &
     else
-        nginx_conf "$port" >"$work/nginx.conf"
+        nginx_conf "$port" "$work" >"$work/nginx.conf"
         taskset -c 0 nginx -c "$work/nginx.conf" &
     fi
     pid=$!

@@ -125,27 +125,10 @@ if [ -n "$busy_cpus" ]; then
   ps -eo pid,psr,pcpu,etime,comm --sort=-pcpu | head -6 | sed 's/^/#   /' >&2
 fi
 
-# The static file and nginx's configuration: the settings of crates/weft-load/src/nginx.rs, the
-# template every benchmark and experiment uses (keep the two the same).
+# The static file; nginx's configuration comes from benches/bench_common.sh.
+source benches/bench_common.sh
 mkdir -p "$work/www"
 head -c 4096 /dev/urandom >"$work/www/4k.bin"
-nginx_conf() {
-  cat <<EOF
-worker_processes 1;
-daemon off;
-pid $work/nginx-$1.pid;
-error_log $work/nginx-error.log;
-worker_rlimit_nofile 20000;
-events { worker_connections 20000; }
-http {
-  access_log off;
-  sendfile on; tcp_nopush on;
-  open_file_cache max=20000 inactive=60s;
-  keepalive_requests 1000000; keepalive_timeout 300s;
-  server { listen 127.0.0.1:$1 backlog=16384; root $work/www; }
-}
-EOF
-}
 
 # weft_flags NAME -> the flags a weft server's name carries: "weft --io epoll" or
 # "weft:--io,epoll" -> "--io epoll".
@@ -162,7 +145,7 @@ server_cmd() {
   mc/memcached | mc/memcached-2) echo "memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384 ${MEMCACHED_ARGS:-}" ;;
   mc/weft*) echo "$WEFT memcached -u root -p $port -l 127.0.0.1 -t 1 -c 20000 -m 1024 -b 16384 $(weft_flags "$name") $WEFT_ARGS" ;;
   http/nginx | http/nginx-2)
-    nginx_conf "$port" >"$work/nginx-$port.conf"
+    nginx_conf "$port" "$work" >"$work/nginx-$port.conf"
     echo "nginx -c $work/nginx-$port.conf"
     ;;
   http/weft*) echo "$WEFT http --root $work/www --listen 127.0.0.1:$port $(weft_flags "$name") $WEFT_ARGS" ;;
