@@ -2,7 +2,7 @@
 # Item 4's HTTP half: keep-alive requests for one 4 KiB file, measured with an independent
 # client (wrk, one thread, 50 connections), against `weft http` with its defaults and nginx
 # with one worker at its best static-file settings (sendfile, tcp_nopush, open_file_cache:
-# the template of crates/weft-load/src/nginx.rs and benches/scale.sh). Each server is pinned
+# benches/bench_common.sh's template, the settings of crates/weft-load/src/nginx.rs). Each server is pinned
 # to CPU 0 and wrk to CPU 1; neither is capped.
 #
 # Each round runs both servers once, the first one alternating by round. Prints one line per
