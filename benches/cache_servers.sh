@@ -1,7 +1,8 @@
 # Sourced by the cache's peak scripts (benches/memcaslap_peak.sh, benches/pipelined_peak.sh):
 # the checks before a run (`need`, from benches/bench_common.sh), and starting and stopping
-# `weft memcached -t 1` or `memcached -t 1` on 127.0.0.1, pinned to CPU 0. The caller sets WEFT (the weft binary) and
-# keeps the running server's PID in `pid` (for its EXIT trap); `port` moves on by one a start.
+# `weft memcached -t 1` or `memcached -t 1` on 127.0.0.1, pinned to CPU 0. The caller sets
+# WEFT (the weft binary) and keeps the running server's PID in `pid` (for its EXIT trap);
+# `port` moves on by one a start.
 
 source benches/bench_common.sh
 
