@@ -14,6 +14,8 @@
 #        WEFT_ARGS= MEMCACHED_ARGS= VARIANTS= PEER_TWICE= HALT_POLL_NS= OUT=docs/bench)
 #   all         mc and http with the defaults (io_uring, the servers' default policy)
 #   variants    at 15,360 connections and 50 % of the peer's peak: epoll and the core policies
+#               (PROTOS="mc http" by default; one of them alone, so that WEFT_ARGS can carry
+#               cache flags such as `-o no_lru_maintainer,no_lru_crawler`)
 #   generators  weft's own generator (`weft load memcached`) against openloop, alternating, on
 #               the same server at the last of CONNS and QPS=50000: memcached and weft
 #   episodes    one traced run per server at the last of CONNS (QPS=50000 mc, 38000 http):
@@ -417,7 +419,7 @@ all | mc | http)
   ;;
 variants)
   CONNS=15360
-  for proto in mc http; do
+  for proto in ${PROTOS:-mc http}; do
     peer=memcached
     [ "$proto" = http ] && peer=nginx
     peak=$(point "$proto" "$peer" 15360 400000 | python3 -c "import json,sys; print(int(json.load(sys.stdin)['actual_qps']))")
