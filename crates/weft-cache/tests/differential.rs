@@ -163,6 +163,12 @@ const CASES: &[&str] = &[
     "ma cnt MX\r\nma cnt Dabc\r\nma cnt Jabc N0\r\nma cnt q\r\nmg cnt v\r\n",
     "ma cnt C1 v\r\nma cnt k O5 v\r\n",
     "ms txt2 3\r\nabc\r\nma txt2\r\n",
+    // A result that needs a new item (longer than the old value, or the item held by an
+    // earlier reply of the same batch) gets a fresh one: not stale, no token sent, not fetched.
+    "ms grow1 1\r\n5\r\nmd grow1 I\r\nincr grow1 64\r\nmg grow1 v\r\n",
+    "ms grow2 1\r\n5\r\nmg grow2 v\r\nincr grow2 64\r\nmg grow2 h v\r\n",
+    "ms grow3 1\r\n5\r\nmd grow3 I\r\nma grow3 D64 v\r\nmg grow3 v\r\n",
+    "ms held1 2\r\n10\r\nmd held1 I\r\nmg held1\r\ndecr held1 1\r\nmg held1 h v\r\n",
     // --- meta: me
     "me\r\nme nothere\r\n",
     // --- quit ends the connection after earlier replies

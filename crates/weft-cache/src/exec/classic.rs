@@ -379,7 +379,8 @@ pub(super) enum Delta {
 
 /// `do_add_delta` under the caller's lock. A result no longer than the old value is written
 /// in place padded with spaces, exactly as memcached does (`decr` of "100" by 1 reads back
-/// as "99 ").
+/// as "99 "); a longer one, or one whose item an earlier reply of the batch still holds,
+/// goes into a new item with fresh state, as memcached's does.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn do_add_delta(
     ctx: &Context,
@@ -426,7 +427,10 @@ pub(super) fn do_add_delta(
         lk.replace_data(idx, &v);
         Delta::Ok(text, idx)
     } else {
-        let (flags, exptime, bits) = (e.flags, e.exptime, e.bits);
+        // A new item, as memcached's `do_item_alloc` makes it: not stale, no recache token
+        // sent, not fetched, not active. memcached also drops the binary-key mark, and then
+        // shows such a key raw; weft keeps it, so the key reads back as it was stored.
+        let (flags, exptime, bits) = (e.flags, e.exptime, e.bits & KEY_BINARY);
         drop(data);
         let mut v = Vec::with_capacity(res + 2);
         v.extend_from_slice(text.as_bytes());
