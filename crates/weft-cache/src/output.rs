@@ -38,7 +38,8 @@ pub struct Output {
     /// CAS values of the items an `mg` hit replied about, while that reply is pending.
     /// memcached keeps a reference to such an item until the reply is written, and
     /// `incr`/`decr` then allocate a new item instead of rewriting in place (so no space
-    /// padding); tracked so the values read back the same. (A classic `get` does not.)
+    /// padding); tracked so the values read back the same. (A classic `get` holds none, and
+    /// lets go of these: memcached writes the pending replies after it.)
     held: Vec<u64>,
 }
 
@@ -114,6 +115,12 @@ impl Output {
     /// Whether a pending reply refers to the item with this CAS value.
     pub fn holds(&self, cas: u64) -> bool {
         self.held.contains(&cas)
+    }
+
+    /// Forgets the items pending replies refer to, as memcached does when it writes its
+    /// pending replies: it writes them after every classic get (one segment each).
+    pub fn release_holds(&mut self) {
+        self.held.clear();
     }
 
     pub fn clear(&mut self) {

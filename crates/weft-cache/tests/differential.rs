@@ -406,7 +406,12 @@ fn stats_have_memcached_format() {
 fn request() -> impl Strategy<Value = String> {
     let key = prop_oneof![Just("k1".to_owned()), Just("k2".to_owned()), "[a-m]{1,3}",];
     let counter = prop_oneof![Just("num"), Just("cnt")];
-    let value = "[a-z0-9 ]{0,12}";
+    // Never all blanks: memcached's `incr` of a value of only spaces runs its `strtoull`
+    // past the item's `\r\n` into whatever the slab holds next (a number left there by an
+    // earlier item, or a non-numeric error), a memcached bug weft does not copy.
+    let value = "[a-z0-9 ]{0,12}".prop_filter("all blanks", |v: &String| {
+        v.is_empty() || !v.trim().is_empty()
+    });
     let number = prop_oneof![
         Just("0".to_owned()),
         Just("-1".to_owned()),
@@ -519,6 +524,32 @@ proptest! {
             show(script.as_bytes()),
             show(&want),
             show(&got)
+        );
+    }
+}
+
+/// memcached writes its pending replies after every classic get (one segment each), which
+/// lets go of the items earlier `mg` replies of the batch held: an `incr` after that rewrites
+/// the value in place, space-padded, where right after the `mg` it makes a new item. Run on
+/// the generated cases' pair (memcached's LRU threads off, so nothing else holds the item);
+/// its keys are its own.
+#[test]
+fn incr_after_a_classic_get_rewrites_in_place_as_memcached() {
+    let Some((weft, mc)) = generated_servers() else {
+        return;
+    };
+    for script in [
+        "set pad1 0 0 9\r\n6 lyh67zo\r\nmg pad1 v\r\nget nothere\r\nincr pad1 20\r\nmg pad1 v\r\n",
+        "set pad2 0 0 9\r\n6 lyh67zo\r\nmg pad2 v\r\ngets pad2\r\nincr pad2 20\r\nmg pad2 v\r\n",
+        "set pad3 0 0 9\r\n6 lyh67zo\r\nmg pad3 v\r\nmg pad2 v\r\nincr pad3 20\r\nmg pad3 v\r\n",
+    ] {
+        let want = mask(&session(mc, script.as_bytes()));
+        let got = mask(&session(weft, script.as_bytes()));
+        assert_eq!(
+            show(&got),
+            show(&want),
+            "script: {}",
+            show(script.as_bytes())
         );
     }
 }

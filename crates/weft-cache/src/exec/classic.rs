@@ -31,6 +31,9 @@ pub(super) fn get(
 ) -> io::Result<Flow> {
     let store = &ctx.store;
     let stats = &store.stats;
+    // memcached writes the pending replies with this one, so the items earlier `mg` replies
+    // held are let go of (an `incr` after this rewrites in place).
+    out.release_holds();
     let mark = out.mark();
     let exptime = touch_exptime.map(|e| store.clock.exptime(e, now));
     let words = || keys.split(|&b| b == b' ').filter(|k| !k.is_empty());
