@@ -530,14 +530,17 @@ proptest! {
 
 /// memcached writes its pending replies after every classic get (one segment each), which
 /// lets go of the items earlier `mg` replies of the batch held: an `incr` after that rewrites
-/// the value in place, space-padded, where right after the `mg` it makes a new item. Run on
-/// the generated cases' pair (memcached's LRU threads off, so nothing else holds the item);
-/// its keys are its own.
+/// the value in place, space-padded, where right after the `mg` it makes a new item. A pair
+/// of its own (memcached's LRU threads off, so nothing else holds the item): sharing the
+/// generated cases' pair would move their CAS values while they run.
 #[test]
 fn incr_after_a_classic_get_rewrites_in_place_as_memcached() {
-    let Some((weft, mc)) = generated_servers() else {
+    let Some((_mc, mc)) = start_memcached(&["-t", "1", "-o", "no_lru_maintainer,no_lru_crawler"])
+    else {
         return;
     };
+    let server = WeftServer::start(test_settings());
+    let weft = server.addr;
     for script in [
         "set pad1 0 0 9\r\n6 lyh67zo\r\nmg pad1 v\r\nget nothere\r\nincr pad1 20\r\nmg pad1 v\r\n",
         "set pad2 0 0 9\r\n6 lyh67zo\r\nmg pad2 v\r\ngets pad2\r\nincr pad2 20\r\nmg pad2 v\r\n",
