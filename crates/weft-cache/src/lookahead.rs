@@ -47,14 +47,9 @@ fn may_hold_two_keys(buf: &[u8]) -> bool {
         return true;
     }
     let line = &buf[..end];
-    let args = match line.strip_prefix(b"get ") {
-        Some(args) => args,
-        None => match line.strip_prefix(b"gets ") {
-            Some(args) => args,
-            None => return false,
-        },
-    };
-    args.trim_ascii().contains(&b' ')
+    line.strip_prefix(b"get ")
+        .or_else(|| line.strip_prefix(b"gets "))
+        .is_some_and(|args| args.trim_ascii().contains(&b' '))
 }
 
 /// The keys of the complete get lines at the front of `buf` (`get`, `gets`: every key of the
