@@ -11,8 +11,8 @@
 # of 10,000 preloaded keys), and callgrind counts only during the WINDOW_S seconds after the
 # connections are open. Each server runs twice:
 #   lines  L1d 32 KiB and a last level of 512 KiB (this host's L2), 64-byte lines;
-#   pages  the same L1d and a last level of 2 MiB in 4 KiB "lines": a 512-entry TLB, so its
-#          misses are page walks.
+#   pages  the same L1d and a last level of TLB_ENTRIES (512) 4 KiB "lines", 8-way: a TLB,
+#          so its misses are page walks.
 # Counts are per request (requests = openloop's rate x the window). Reads and writes are
 # separate: a write miss is a line fetched to be written (a cold stack frame, say).
 #
@@ -26,7 +26,7 @@
 #
 # Usage: benches/cachesim.sh [CONNS] [QPS] [WINDOW_S]    (defaults 1000 1000 20)
 # Env:   WEFT=target/release/weft, MEMCACHED=memcached, SERVERS="weft memcached", CPU=0,
-#        LOAD_CPU=1.
+#        LOAD_CPU=1, MODELS="lines pages", TLB_ENTRIES=512 (a multiple of 8).
 # Needs: valgrind, memcached, cc. Takes about 2 minutes a server and cache model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +38,8 @@ WINDOW_S=${3:-20}
 WEFT=${WEFT:-target/release/weft}
 MEMCACHED=${MEMCACHED:-memcached}
 SERVERS=${SERVERS:-weft memcached}
+MODELS=${MODELS:-lines pages}
+TLB_ENTRIES=${TLB_ENTRIES:-512}
 CPU=${CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 need "apt-get install -y valgrind memcached" valgrind callgrind_control callgrind_annotate \
@@ -134,11 +136,11 @@ else:
 PY
 }
 
-echo "# $CONNS connections, $QPS req/s, ${WINDOW_S} s counted; per request, simulated (valgrind $(valgrind --version | cut -d- -f2))"
-for model in lines pages; do
+echo "# $CONNS connections, $QPS req/s, ${WINDOW_S} s counted, $TLB_ENTRIES TLB entries; per request, simulated (valgrind $(valgrind --version | cut -d- -f2))"
+for model in $MODELS; do
     case $model in
     lines) ll=524288,8,64 ;;
-    pages) ll=2097152,8,4096 ;;
+    pages) ll=$((TLB_ENTRIES * 4096)),8,4096 ;;
     esac
     for name in $SERVERS; do
         measure "$name" "$model" "$ll"

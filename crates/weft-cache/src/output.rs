@@ -66,18 +66,10 @@ impl Output {
         self.push(b"\r\n");
     }
 
-    pub fn push_u64(&mut self, mut v: u64) {
-        let mut tmp = [0u8; 20];
-        let mut i = tmp.len();
-        loop {
-            i -= 1;
-            tmp[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        self.push(&tmp[i..]);
+    /// `v` in decimal (two digits a step, as `itoa` writes them: a value line's flags and
+    /// length are two numbers a hit).
+    pub fn push_u64(&mut self, v: u64) {
+        self.push(itoa::Buffer::new().format(v).as_bytes());
     }
 
     /// A stored value (with its `\r\n`), from its pieces.
@@ -202,6 +194,21 @@ mod tests {
         let held = c.buf.as_ptr();
         c.take_spare();
         assert_eq!(c.buf.as_ptr(), held);
+    }
+
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        let mut o = Output::new();
+        for v in [0, 7, 10, 99, 100, 1234, u64::from(u32::MAX), u64::MAX] {
+            o.push_u64(v);
+            o.push(b" ");
+        }
+        let mut sink = Vec::new();
+        o.write_to(&mut sink).unwrap();
+        assert_eq!(
+            sink,
+            b"0 7 10 99 100 1234 4294967295 18446744073709551615 ".to_vec()
+        );
     }
 
     #[test]

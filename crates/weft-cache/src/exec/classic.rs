@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::io;
 
 use super::detail::Op;
-use super::{out_string, Context, Drain, Flow};
+use super::{out_string, push_data, Context, Drain, Flow};
 use crate::output::{Output, FLUSH_BYTES};
 use crate::protocol::{item_total_bytes, Data, StoreMode, KEY_MAX_BYTES};
 use crate::stats::bump;
@@ -39,7 +39,7 @@ pub(super) fn get(
     let words = || keys.split(|&b| b == b' ').filter(|k| !k.is_empty());
     // memcached drops the partial reply of a get with an overlong key, but only when it
     // reaches that key: earlier keys are still looked up (hits counted, items touched).
-    let fails = words().any(|k| k.len() > KEY_MAX_BYTES);
+    let fails = keys.len() > KEY_MAX_BYTES && words().any(|k| k.len() > KEY_MAX_BYTES);
     for key in words() {
         if key.len() > KEY_MAX_BYTES {
             out.rollback(mark);
@@ -69,7 +69,7 @@ pub(super) fn get(
                         out.push_u64(e.cas);
                     }
                     out.push(b"\r\n");
-                    out.push_value(e.data_pieces());
+                    push_data(out, e);
                 }
                 drop(lk);
                 if exptime.is_some() {

@@ -7,7 +7,7 @@ use base64::Engine;
 use super::classic::{
     do_add_delta, store_or_rebalance, Delta, NewItem, StoreResult, OUT_OF_MEMORY, TOO_LARGE,
 };
-use super::{Context, Flow};
+use super::{push_data, Context, Flow};
 use crate::output::Output;
 use crate::protocol::meta::{preparse, MetaFlags, BAD_FORMAT, MAX_OPAQUE_BYTES, MAX_OPTION_TOKENS};
 use crate::protocol::{item_total_bytes, Data, StoreMode, Tokens, KEY_MAX_BYTES};
@@ -210,7 +210,7 @@ fn mget(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
     }
     out.push(b"\r\n");
     if of.value {
-        out.push_value(lk.entry(idx).data_pieces());
+        push_data(out, lk.entry(idx));
     }
     out.hold(lk.entry(idx).cas);
     if !of.no_update {
