@@ -50,60 +50,6 @@ pub(crate) fn set_errno(e: i32) {
     unsafe { *libc::__errno_location() = e };
 }
 
-/// `recv(2)` as the bare system call (`recvfrom` with no address). glibc's `recv`, `send` and
-/// `sendmsg` are thread-cancellation points: each call switches asynchronous cancellation on
-/// and off around the system call, about 90 instructions a request on the epoll path
-/// (`benches/cachesim.sh`), for a feature weft never uses (a fiber cannot be cancelled with
-/// `pthread_cancel`, and every socket here is non-blocking or waited for by the driver).
-/// Same result and `errno` as `recv`.
-///
-/// # Safety
-/// As `recv(2)`: `ptr..ptr + len` is writable memory the caller owns for the call.
-unsafe fn sys_recv(fd: i32, ptr: *mut u8, len: usize, flags: i32) -> isize {
-    // SAFETY: recvfrom with a null address and address length is recv (see `recv(2)`); the
-    // caller vouches for the buffer.
-    unsafe {
-        libc::syscall(
-            libc::SYS_recvfrom,
-            fd,
-            ptr,
-            len,
-            flags,
-            std::ptr::null_mut::<libc::sockaddr>(),
-            std::ptr::null_mut::<libc::socklen_t>(),
-        ) as isize
-    }
-}
-
-/// `send(2)` as the bare system call (see [`sys_recv`]).
-///
-/// # Safety
-/// As `send(2)`: `ptr..ptr + len` is readable memory for the call.
-unsafe fn sys_send(fd: i32, ptr: *const u8, len: usize, flags: i32) -> isize {
-    // SAFETY: sendto with a null address is send on a connected socket; the caller vouches
-    // for the buffer.
-    unsafe {
-        libc::syscall(
-            libc::SYS_sendto,
-            fd,
-            ptr,
-            len,
-            flags,
-            std::ptr::null::<libc::sockaddr>(),
-            0 as libc::socklen_t,
-        ) as isize
-    }
-}
-
-/// `sendmsg(2)` as the bare system call (see [`sys_recv`]).
-///
-/// # Safety
-/// As `sendmsg(2)`: `msg` and the buffers it names are readable for the call.
-unsafe fn sys_sendmsg(fd: i32, msg: *const libc::msghdr, flags: i32) -> isize {
-    // SAFETY: the caller vouches for the message and its buffers.
-    unsafe { libc::syscall(libc::SYS_sendmsg, fd, msg, flags) as isize }
-}
-
 /// `IORING_RECVSEND_POLL_FIRST`: arm the poll before trying the receive.
 const RECV_POLL_FIRST: u16 = 1;
 
@@ -152,7 +98,7 @@ unsafe fn recv_raw(
                     .ioprio(if poll_first { RECV_POLL_FIRST } else { 0 })
                     .build()
             },
-            || sys_recv(fd, ptr, len, 0),
+            || libc::recv(fd, ptr.cast(), len, 0),
         )
     }
 }
@@ -273,7 +219,7 @@ fn recv_from_list(
         };
         // SAFETY: `ptr` is a free buffer of LENT_BUFFER_BYTES this call owns (taken from the
         // list, or the heap box held in `heap`).
-        let r = unsafe { sys_recv(fd, ptr, LENT_BUFFER_BYTES, 0) };
+        let r = unsafe { libc::recv(fd, ptr.cast(), LENT_BUFFER_BYTES, 0) };
         if r >= 0 {
             let lent = match (bid, heap) {
                 (Some(bid), _) => Lent::pooled(pool.clone(), bid, r as usize),
@@ -327,7 +273,7 @@ pub(crate) fn try_recv(fd: i32, buf: &mut [u8]) -> io::Result<usize> {
     let len = buf.len().min(MAX_IO_BYTES);
     // SAFETY: `recv` writes at most `len` bytes into `buf`, which is borrowed for the call;
     // MSG_DONTWAIT makes it return at once.
-    let r = unsafe { sys_recv(fd, buf.as_mut_ptr(), len, libc::MSG_DONTWAIT) };
+    let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), len, libc::MSG_DONTWAIT) };
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -358,7 +304,7 @@ pub(crate) fn send_now(
                     .flags(libc::MSG_NOSIGNAL)
                     .build()
             },
-            || sys_send(fd, ptr, len, libc::MSG_NOSIGNAL),
+            || libc::send(fd, ptr.cast(), len, libc::MSG_NOSIGNAL),
         )
     }
 }
@@ -390,7 +336,7 @@ pub(crate) fn send_vectored_now(
                     .flags(libc::MSG_NOSIGNAL as u32)
                     .build()
             },
-            || sys_sendmsg(fd, msg_ptr, libc::MSG_NOSIGNAL),
+            || libc::sendmsg(fd, msg_ptr, libc::MSG_NOSIGNAL),
         )
     }
 }
