@@ -26,7 +26,8 @@
 #
 # Usage: benches/cachesim.sh [CONNS] [QPS] [WINDOW_S]    (defaults 1000 1000 20)
 # Env:   WEFT=target/release/weft, MEMCACHED=memcached, SERVERS="weft memcached", CPU=0,
-#        LOAD_CPU=1, MODELS="lines pages", TLB_ENTRIES=512 (a multiple of 8).
+#        LOAD_CPU=1, MODELS="lines pages", TLB_ENTRIES=512 (a power of two, 8 or more:
+#        valgrind wants a power-of-two number of 8-way sets).
 # Needs: valgrind, memcached, cc. Takes about 2 minutes a server and cache model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
