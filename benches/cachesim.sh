@@ -41,6 +41,19 @@ MEMCACHED=${MEMCACHED:-memcached}
 SERVERS=${SERVERS:-weft memcached}
 MODELS=${MODELS:-lines pages}
 TLB_ENTRIES=${TLB_ENTRIES:-512}
+[[ $TLB_ENTRIES =~ ^[0-9]+$ ]] && ((TLB_ENTRIES >= 8 && (TLB_ENTRIES & (TLB_ENTRIES - 1)) == 0)) || {
+    echo "cachesim.sh: TLB_ENTRIES must be a power of two, 8 or more (got '$TLB_ENTRIES')" >&2
+    exit 2
+}
+for model in $MODELS; do
+    case $model in
+    lines | pages) ;;
+    *)
+        echo "cachesim.sh: unknown model '$model' in MODELS (lines, pages)" >&2
+        exit 2
+        ;;
+    esac
+done
 CPU=${CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 need "apt-get install -y valgrind memcached" valgrind callgrind_control callgrind_annotate \
