@@ -99,6 +99,9 @@ pub fn sleep(duration: Duration) -> Result<(), Cancelled> {
 }
 
 /// Parks the current fiber (or blocks the current thread) until `deadline`.
+///
+/// Fibers of one processor whose deadlines have all passed when it next looks at its timers
+/// resume in deadline order (migratable fibers: in their policy's order).
 pub fn sleep_until(deadline: Instant) -> Result<(), Cancelled> {
     loop {
         match park(Some(deadline)) {

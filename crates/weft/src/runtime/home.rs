@@ -11,7 +11,8 @@
 //!
 //! Order inside a home queue: a LIFO slot (the fiber woken last runs next, at most
 //! [`LIFO_RUNS_MAX`] times in a row, as in work-stealing) in front of a FIFO; yielded fibers in
-//! their own FIFO, served where the cluster's yield queue is. The processor alternates between
+//! their own FIFO, served where the cluster's yield queue is. Fibers whose timers come due at
+//! the same check skip the slot (`HomeQueue::lifo_to_back`) and run in deadline order. The processor alternates between
 //! its home queue and the policy when both have work, and gives every
 //! `OLDEST_CHECK_INTERVAL`-th round to the policy's oldest task, so both keep the
 //! bounded-unfairness invariant (`sched::wait_rounds_bound`): a task in the home FIFO moves up
@@ -286,6 +287,14 @@ impl HomeQueue {
     pub(crate) fn push(&mut self, task: Task) {
         if let Some(previous) = self.lifo.replace(task) {
             self.fifo.push_back(previous);
+        }
+    }
+
+    /// Moves the LIFO slot's task to the back of the FIFO, after the tasks pushed before it:
+    /// a batch pushed in the order it should run (timers due together) then runs in it.
+    pub(crate) fn lifo_to_back(&mut self) {
+        if let Some(task) = self.lifo.take() {
+            self.fifo.push_back(task);
         }
     }
 

@@ -370,8 +370,13 @@ impl Processor {
         }
         let mut due = self.due.borrow_mut();
         self.timers.borrow_mut().expire(Instant::now(), &mut due);
+        let together = due.len() > 1;
         for fiber in due.drain(..) {
             fiber.unpark();
+        }
+        if together {
+            // Due in deadline order; the LIFO slot would run the latest of them first.
+            self.home.borrow_mut().lifo_to_back();
         }
     }
 

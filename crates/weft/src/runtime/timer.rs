@@ -239,13 +239,70 @@ mod tests {
         cluster.shutdown();
     }
 
-    /// Timers fire in deadline order, each exactly once.
+    /// Timers that come due at the same check run their fibers in deadline order, each
+    /// exactly once. A fiber holds the only processor past every deadline, so all four come
+    /// due together whatever the machine's load (a test that let the processor sleep between
+    /// deadlines 10 ms apart saw them due together whenever the host stalled it for 20 ms, and
+    /// the LIFO slot then ran the latest first). Attempts in which a deadline passed before
+    /// all four fibers had parked are repeated: the premise did not hold.
+    #[test]
+    fn timers_due_together_run_in_deadline_order() {
+        use std::sync::atomic::AtomicUsize;
+        let cluster = one_processor("timer-order");
+        for attempt in 1.. {
+            let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let parked = Arc::new(AtomicUsize::new(0));
+            let base = Instant::now() + Duration::from_millis(100);
+            let (o, p) = (order.clone(), parked.clone());
+            let premise_held = cluster
+                .spawn(move || {
+                    let fibers: Vec<_> = [40u64, 10, 30, 20]
+                        .into_iter()
+                        .map(|ms| {
+                            let (order, parked) = (o.clone(), p.clone());
+                            crate::spawn(move || {
+                                let deadline = base + Duration::from_millis(ms);
+                                parked.fetch_add(1, Ordering::SeqCst);
+                                while park(Some(deadline)) != Parked::TimedOut {}
+                                order.lock().unwrap().push(ms);
+                            })
+                        })
+                        .collect();
+                    while p.load(Ordering::SeqCst) < fibers.len() {
+                        crate::yield_now();
+                    }
+                    let held = Instant::now() < base;
+                    let past_all = base + Duration::from_millis(60);
+                    while Instant::now() < past_all {
+                        std::hint::spin_loop();
+                    }
+                    for f in fibers {
+                        f.join().unwrap();
+                    }
+                    held
+                })
+                .join()
+                .unwrap();
+            if premise_held || attempt == 20 {
+                assert!(
+                    premise_held,
+                    "a deadline passed before the fibers parked, 20 times"
+                );
+                assert_eq!(*order.lock().unwrap(), vec![10, 20, 30, 40]);
+                break;
+            }
+        }
+        cluster.shutdown();
+    }
+
+    /// Timers whose deadlines are far apart fire in deadline order while the processor sleeps
+    /// between them.
     #[test]
     fn timers_fire_in_deadline_order() {
-        let cluster = one_processor("timer-order");
+        let cluster = one_processor("timer-order-apart");
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let start = Instant::now();
-        let fibers: Vec<_> = [40u64, 10, 30, 20]
+        let fibers: Vec<_> = [400u64, 100, 300, 200]
             .into_iter()
             .map(|ms| {
                 let order = order.clone();
@@ -259,9 +316,10 @@ mod tests {
         for f in fibers {
             f.join().unwrap();
         }
-        assert_eq!(*order.lock().unwrap(), vec![10, 20, 30, 40]);
+        assert_eq!(*order.lock().unwrap(), vec![100, 200, 300, 400]);
         cluster.shutdown();
     }
+
     /// Whether `heap` is ordered (every parent due no later than its children).
     fn is_heap(heap: &TimerHeap) -> bool {
         (1..heap.heap.len()).all(|i| heap.heap[(i - 1) / 2].deadline <= heap.heap[i].deadline)
