@@ -12,8 +12,8 @@
 //! Order inside a home queue: a LIFO slot (the fiber woken last runs next, at most
 //! [`LIFO_RUNS_MAX`] times in a row, as in work-stealing) in front of a FIFO; yielded fibers in
 //! their own FIFO, served where the cluster's yield queue is. Fibers whose timers come due at
-//! the same check skip the slot (`HomeQueue::lifo_to_back`) and run in deadline order. The processor alternates between
-//! its home queue and the policy when both have work, and gives every
+//! the same check skip the slot (`HomeQueue::lifo_to_back`) and run in deadline order. The
+//! processor alternates between its home queue and the policy when both have work, and gives every
 //! `OLDEST_CHECK_INTERVAL`-th round to the policy's oldest task, so both keep the
 //! bounded-unfairness invariant (`sched::wait_rounds_bound`): a task in the home FIFO moves up
 //! at least once every `2 * (LIFO_RUNS_MAX + 1)` rounds.
