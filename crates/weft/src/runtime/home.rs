@@ -5,9 +5,9 @@
 //! enters the policy's queues (policies steal, share overflow queues, hand work over) nor the
 //! cluster's yield queue: it goes to its home processor's [`HomeQueue`] (wake-ups there and
 //! yields) or, from anywhere else, to that processor's [`HomeInbox`]; the push that finds the
-//! processor registered asleep (a flag in the inbox's word) wakes it. The policies keep what may move: fibers that have not started, and
-//! the `unsafe` migratable ones. So every policy, present or future, obeys the rule without
-//! knowing it.
+//! processor registered asleep (a flag in the inbox's word) wakes it. The policies keep what
+//! may move: fibers that have not started, and the `unsafe` migratable ones. So every policy,
+//! present or future, obeys the rule without knowing it.
 //!
 //! Order inside a home queue: a LIFO slot (the fiber woken last runs next, at most
 //! [`LIFO_RUNS_MAX`] times in a row, as in work-stealing) in front of a FIFO; yielded fibers in
