@@ -33,6 +33,10 @@
 //! the submission queue is full, or as part of the sleeping `io_uring_enter`. A processor that
 //! goes straight from an empty run queue to sleep ([`PollMode::BeforePark`]) leaves the whole
 //! batch to that sleeping enter: one syscall submits, reaps what completed inline, and waits.
+//! The batch's write-behind sends always complete inline, so that enter waits for one
+//! completion more than it holds sends: a reply's own send does not end the sleep it was
+//! submitted by (which cost a second enter and a second pass of the processor's loop a
+//! request at one request a wake-up).
 //! Completions go the same way: every round reaps what the completion queue holds (loads only),
 //! but the kernel's pending completion work (`IORING_SQ_TASKRUN`) is run by an enter only when
 //! the run queue empties or on a submission round once the fibers the last drain woke had their
@@ -91,6 +95,10 @@ pub(crate) struct Uring {
     waker_posted: Cell<bool>,
     /// SQEs pushed but not submitted yet.
     unsubmitted: Cell<u32>,
+    /// How many of them are write-behind sends ([`behind::TAG`]). Each completes while the
+    /// enter that submits it runs (`MSG_DONTWAIT`), so the sleeping enter waits for one
+    /// completion more than these ([`Uring::park`]).
+    sends_unsubmitted: Cell<u32>,
     /// The first round at which a busy processor may run the kernel's pending completion work
     /// again: the round of the last drain plus the fibers it woke ([`busy_reap_allowed`]).
     reap_after: Cell<u64>,
@@ -202,6 +210,7 @@ impl Uring {
             wake_buf: Box::new(UnsafeCell::new(0)),
             waker_posted: Cell::new(false),
             unsubmitted: Cell::new(0),
+            sends_unsubmitted: Cell::new(0),
             reap_after: Cell::new(0),
             in_flight: Cell::new(0),
             cancels: RefCell::new(Vec::new()),
@@ -212,6 +221,13 @@ impl Uring {
         };
         u.post_waker();
         Ok(u)
+    }
+
+    /// Records that every SQE pushed so far went to the kernel.
+    #[inline]
+    fn submitted(&self) {
+        self.unsubmitted.set(0);
+        self.sends_unsubmitted.set(0);
     }
 
     /// Queues `entry` for submission.
@@ -228,12 +244,15 @@ impl Uring {
             }
             // Full: submit what is there and reap, then try again.
             let _ = ring.submit();
-            self.unsubmitted.set(0);
+            self.submitted();
             drop(ring);
             self.drain();
         }
         self.unsubmitted.set(self.unsubmitted.get() + 1);
         let data = entry.get_user_data();
+        if data & 3 == behind::TAG {
+            self.sends_unsubmitted.set(self.sends_unsubmitted.get() + 1);
+        }
         if data != WAKER && data != WAKER_CANCEL && data != KEEPER {
             self.in_flight.set(self.in_flight.get() + 1);
         }
@@ -254,7 +273,7 @@ impl Uring {
             }
             drop(sq);
             let _ = ring.submit();
-            self.unsubmitted.set(0);
+            self.submitted();
             drop(ring);
             self.drain();
         }
@@ -363,7 +382,7 @@ impl Uring {
             };
             // Errors (EINTR, EBUSY) leave the SQEs for the next submission.
             if entered.is_ok() {
-                self.unsubmitted.set(0);
+                self.submitted();
             }
         }
         let woken = self.drain();
@@ -405,7 +424,7 @@ impl Uring {
             let entered = unsafe { submitter.enter::<libc::sigset_t>(to_submit, 0, flags, None) };
             // Errors (EINTR, EBUSY) leave completions for the drain below or the next look.
             let _ = entered;
-            self.unsubmitted.set(0);
+            self.submitted();
         }
         self.drain()
     }
@@ -414,7 +433,7 @@ impl Uring {
     pub(crate) fn flush(&self) {
         if self.unsubmitted.get() > 0 {
             let _ = self.ring.borrow().submit();
-            self.unsubmitted.set(0);
+            self.submitted();
         }
     }
 
@@ -438,22 +457,29 @@ impl Uring {
         {
             let ring = self.ring.borrow();
             let submitter = ring.submitter();
+            // The batch's write-behind sends complete while this enter submits them; waiting
+            // for one completion would end the sleep on the first of them, and the processor
+            // would go round its loop to a second enter (0.96 a request at one request a
+            // wake-up, docs/notes/scale.md). So it waits for one more than they are. A send
+            // that completes later instead (a kernel that punts it to a worker) still
+            // completes: `MSG_DONTWAIT` never waits for room, so nothing is lost but time.
+            let want = 1 + self.sends_unsubmitted.get() as usize;
             let result = match timeout {
-                None => submitter.submit_and_wait(1),
+                None => submitter.submit_and_wait(want),
                 Some(left) => {
                     if left.is_zero() {
                         submitter.submit()
                     } else {
                         let ts = types::Timespec::from(left);
                         let args = types::SubmitArgs::new().timespec(&ts);
-                        submitter.submit_with_args(1, &args)
+                        submitter.submit_with_args(want, &args)
                     }
                 }
             };
             // ETIME (deadline), EINTR (signal), EBUSY (completions to reap first) all mean:
             // reap and go round again. Submission errors are reported per SQE.
             let _ = result;
-            self.unsubmitted.set(0);
+            self.submitted();
         }
         self.drain();
     }
@@ -629,5 +655,45 @@ mod tests {
         drop(ring);
         // Unregistered on drop: the ring's reference is gone, ours is the last.
         assert_eq!(Arc::strong_count(&pool), 1);
+    }
+
+    #[test]
+    fn a_sleep_with_a_send_in_its_batch_ends_on_another_completion() {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        let waker = Arc::new(Waker::new(IoBackend::Uring).unwrap());
+        let shared = Arc::new(DriverShared::new(Arc::clone(&waker)));
+        let ring = Uring::new(shared, Duration::ZERO).expect("io_uring works here");
+        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let slot = behind::Slot::new();
+        let mut claim = slot.claim();
+        let queued = claim.queue(&ring, a.as_raw_fd(), &[io::IoSlice::new(b"reply")]);
+        assert_eq!(queued, 5);
+        let woken = Arc::new(AtomicBool::new(false));
+        let waking = {
+            let woken = Arc::clone(&woken);
+            let waker = Arc::clone(&waker);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                woken.store(true, Ordering::SeqCst);
+                waker.wake();
+            })
+        };
+        // The sleeping enter submits the send, which completes at once; the sleep must last
+        // until something else completes (here the waker), not end on the send.
+        ring.park(Some(Duration::from_secs(30)));
+        assert!(
+            woken.load(Ordering::SeqCst),
+            "the sleep ended on its own batch's send"
+        );
+        waking.join().unwrap();
+        claim
+            .settle(|_| panic!("the send went out whole"))
+            .expect("the send succeeded");
+        let mut got = [0u8; 5];
+        b.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"reply");
     }
 }
