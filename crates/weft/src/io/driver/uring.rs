@@ -33,10 +33,10 @@
 //! the submission queue is full, or as part of the sleeping `io_uring_enter`. A processor that
 //! goes straight from an empty run queue to sleep ([`PollMode::BeforePark`]) leaves the whole
 //! batch to that sleeping enter: one syscall submits, reaps what completed inline, and waits.
-//! The batch's write-behind sends always complete inline, so that enter waits for one
-//! completion more than it holds sends: a reply's own send does not end the sleep it was
-//! submitted by (which cost a second enter and a second pass of the processor's loop a
-//! request at one request a wake-up).
+//! The batch's write-behind sends complete as that enter submits them (and promptly in any
+//! case: `MSG_DONTWAIT`), so it waits for one completion more than it holds sends: a reply's
+//! own send does not end the sleep it was submitted by (which cost a second enter and a second
+//! pass of the processor's loop a request at one request a wake-up).
 //! Completions go the same way: every round reaps what the completion queue holds (loads only),
 //! but the kernel's pending completion work (`IORING_SQ_TASKRUN`) is run by an enter only when
 //! the run queue empties or on a submission round once the fibers the last drain woke had their
