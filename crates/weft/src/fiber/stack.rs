@@ -8,7 +8,9 @@
 //!   its coroutine has returned (a suspended stack may still be pointed at by in-flight I/O);
 //! - stacks are *coloured*: each starts a different multiple of [`COLOR_STEP`] bytes below the
 //!   top of its mapping (at most a page), so the hot top frames of many fibers do not all
-//!   fall into the same cache sets.
+//!   fall into the same cache sets;
+//! - every mapping spans an odd number of pages ([`mapping_len`]), so the top pages of stacks
+//!   mapped back to back fall into every set of a TLB indexed by the page number, not half.
 
 use std::io;
 use std::num::NonZeroUsize;
@@ -54,6 +56,23 @@ fn color_of(n: usize) -> usize {
     ((n as u64).wrapping_mul(GOLDEN) >> (64 - COLORS.trailing_zeros())) as usize
 }
 
+/// The bytes to map for a stack of `usable` bytes (a multiple of `page`): the guard page, the
+/// usable pages and the colour's page, plus one page of address space when those are an even
+/// number of pages (the extra page only lengthens the usable stack; `MAP_NORESERVE` and
+/// untouched, it costs no memory).
+///
+/// Why odd: the kernel maps stacks made one after another back to back, so their top pages,
+/// where every parked fiber's frames are, lie `len` pages apart. This host's second-level
+/// data TLB (AMD Zen 3: 2,048 entries, 8-way, 256 sets) takes its set from the page number's
+/// low bits, so with an even stride the tops reach half the sets and 1,000 connections' tops
+/// overflow the 1,024 entries left to them: a pointer chase over 1,000 pages 18 apart (a
+/// 64 KiB stack's mapping) took 17.5 ns a step against 7.3 ns 19 pages apart
+/// (`docs/notes/scale.md`, "Stack tops in half the TLB").
+fn mapping_len(usable: usize, page: usize) -> usize {
+    let pages = usable / page + 2;
+    (pages | 1) * page
+}
+
 /// The page size, asked of the kernel once (it is on the spawn path).
 pub(crate) fn page_size() -> usize {
     static PAGE_SIZE: crate::loom::StaticAtomicUsize = crate::loom::StaticAtomicUsize::new(0);
@@ -76,6 +95,8 @@ pub(crate) fn page_size() -> usize {
 pub(crate) struct FiberStack {
     start: usize,
     len: usize,
+    /// The usable bytes asked for (a multiple of the page size): the pools' size class.
+    usable: usize,
     /// Bytes left unused at the top of the mapping (a multiple of [`COLOR_STEP`], below half
     /// a page): where this stack's colour puts its top.
     color: usize,
@@ -85,12 +106,13 @@ pub(crate) struct FiberStack {
 unsafe impl Send for FiberStack {}
 
 impl FiberStack {
-    /// Maps a stack with at least `size` usable bytes plus a guard page, and one more page of
-    /// address space (never touched unless used) for its colour.
+    /// Maps a stack with at least `size` usable bytes plus a guard page, one more page of
+    /// address space (never touched unless used) for its colour, and, when that makes an even
+    /// number of pages, one more still: see [`mapping_len`].
     pub(crate) fn new(size: usize) -> io::Result<Self> {
         let page = page_size();
         let usable = size.max(MIN_STACK_SIZE).next_multiple_of(page);
-        let len = usable + 2 * page;
+        let len = mapping_len(usable, page);
         // SAFETY: an anonymous private mapping at an address the kernel chooses touches no
         // existing memory.
         let ptr = unsafe {
@@ -110,6 +132,7 @@ impl FiberStack {
         let stack = FiberStack {
             start: ptr as usize,
             len,
+            usable,
             color,
         };
         // SAFETY: the first page lies inside the mapping made above, which nothing else uses.
@@ -123,7 +146,7 @@ impl FiberStack {
     /// gets at least that much below its coloured top (guard page and colour room not
     /// included).
     pub(crate) fn usable_size(&self) -> usize {
-        self.len - 2 * page_size()
+        self.usable
     }
 
     /// The guard page's address range, `[low, high)`.
@@ -283,6 +306,43 @@ mod tests {
         // Other tests map stacks concurrently and take colours from the same counter, so
         // allow a few repeats; without colouring every offset is 0.
         assert!(offsets.len() > COLORS / 2, "top offsets {offsets:?}");
+    }
+
+    #[test]
+    fn every_mapping_spans_an_odd_number_of_pages() {
+        // Stacks mapped one after another sit back to back, so the tops of their pages are
+        // `len` pages apart; an even stride leaves half the sets of a TLB indexed by the page
+        // number's low bits to every hot top page (1,000 connections' tops then overflow this
+        // host's 2,048-entry second-level TLB, which would hold them).
+        for usable in [MIN_STACK_SIZE, 48 * 1024, 64 * 1024, 68 * 1024, 256 * 1024] {
+            let s = FiberStack::new(usable).unwrap();
+            let pages = s.len / page_size();
+            assert_eq!(pages % 2, 1, "{usable}-byte stack spans {pages} pages");
+            assert_eq!(
+                s.usable_size(),
+                usable,
+                "the pools' size class is unchanged"
+            );
+            assert!(s.base().get() - s.guard_range().1 >= usable);
+        }
+    }
+
+    #[test]
+    fn stacks_mapped_in_a_row_spread_their_tops_over_the_sets_of_a_tlb() {
+        // 8-way 2,048-entry: 256 sets, indexed by the low 8 bits of the page number.
+        const SETS: usize = 256;
+        let stacks: Vec<_> = (0..2 * SETS)
+            .map(|_| FiberStack::new(64 * 1024).unwrap())
+            .collect();
+        let mut sets: Vec<_> = stacks
+            .iter()
+            .map(|s| (s.base().get() - 1) / page_size() % SETS)
+            .collect();
+        sets.sort_unstable();
+        sets.dedup();
+        // Other tests map concurrently and the kernel may leave holes, so not every set;
+        // back-to-back 18-page mappings reach only the 128 even ones.
+        assert!(sets.len() > SETS * 3 / 4, "{} of {SETS} sets", sets.len());
     }
 
     #[test]
