@@ -2,7 +2,8 @@
 //! each pinned to CPU 0, loaded from CPU 1 by `weft load memcached` (a separate process).
 //! Prints for each: peak throughput (closed loop), p99 latency at 80% of memcached's peak (open
 //! loop at the same depth, the same offered load for both), and server CPU time per request (from
-//! /proc/PID/stat), with weft/memcached ratios; the targets are ≥ 1.1×, ≤ 1× and ≤ 1×.
+//! /proc/PID/stat) with its kernel (system) part under it, with weft/memcached ratios; the
+//! issue's targets are ≥ 1.1×, ≤ 1× and ≤ 1×.
 //!
 //! Every measurement is repeated `--runs` times alternating the servers, and the median is
 //! reported, so that a burst of noise on the machine hits both alike.
@@ -75,7 +76,16 @@ struct Figures {
     qps: f64,
     p99_us: f64,
     cpu_us_per_request: f64,
+    /// The part of `cpu_us_per_request` spent in the kernel (system time).
+    system_us_per_request: f64,
     saturated: bool,
+}
+
+/// The server's CPU a reply over one run, µs: all of it, and its kernel (system) part.
+#[derive(Debug, Clone, Copy)]
+struct ServerCpu {
+    total_us: f64,
+    system_us: f64,
 }
 
 /// One server's run at one open-loop rate, as the open-loop tables show it.
@@ -245,6 +255,11 @@ fn compare(
         peak[1].cpu_us_per_request,
     );
     row(
+        "  of which in the kernel",
+        peak[0].system_us_per_request,
+        peak[1].system_us_per_request,
+    );
+    row(
         &format!(
             "p99 µs at {target:.0} req/s (open loop, depth {})",
             args.depth
@@ -257,6 +272,11 @@ fn compare(
         "server CPU µs/request there",
         at80[0].cpu_us_per_request,
         at80[1].cpu_us_per_request,
+    );
+    row(
+        "  of which in the kernel",
+        at80[0].system_us_per_request,
+        at80[1].system_us_per_request,
     );
     if args.depth > 1 && args.protocol == Protocol::Classic {
         println!(
@@ -283,23 +303,23 @@ fn measure(
     phase: &str,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<[Figures; 2]> {
-    let mut runs: [Vec<(Report, f64)>; 2] = Default::default();
+    let mut runs: [Vec<(Report, ServerCpu)>; 2] = Default::default();
     for _ in 0..args.runs {
         for (i, (server, port)) in servers.iter().enumerate() {
-            let (report, cpu_us) =
-                one_run(args, exe, server, *port, qps, depth, false, interrupted)?;
+            let (report, cpu) = one_run(args, exe, server, *port, qps, depth, false, interrupted)?;
             if args.json {
                 println!(
                     "{}",
                     serde_json::json!({
                         "server": if i == 0 { "weft" } else { "memcached" },
                         "phase": phase,
-                        "server_cpu_us_per_request": cpu_us,
+                        "server_cpu_us_per_request": cpu.total_us,
+                        "server_system_us_per_request": cpu.system_us,
                         "report": report,
                     })
                 );
             }
-            runs[i].push((report, cpu_us));
+            runs[i].push((report, cpu));
         }
     }
     Ok(runs.map(|rs| Figures {
@@ -309,7 +329,12 @@ fn measure(
                 .map(|(r, _)| r.latency_us.p99 as f64)
                 .collect::<Vec<_>>(),
         ),
-        cpu_us_per_request: crate::stats::median(&rs.iter().map(|(_, c)| *c).collect::<Vec<_>>()),
+        cpu_us_per_request: crate::stats::median(
+            &rs.iter().map(|(_, c)| c.total_us).collect::<Vec<_>>(),
+        ),
+        system_us_per_request: crate::stats::median(
+            &rs.iter().map(|(_, c)| c.system_us).collect::<Vec<_>>(),
+        ),
         saturated: rs.iter().any(|(r, _)| r.generator_saturated),
     }))
 }
@@ -429,7 +454,7 @@ fn one_run(
     depth: usize,
     poll: bool,
     interrupted: &AtomicBool,
-) -> anyhow::Result<(Report, f64)> {
+) -> anyhow::Result<(Report, ServerCpu)> {
     let load = MemcachedLoad {
         port,
         connections: args.connections,
@@ -444,14 +469,20 @@ fn one_run(
         warmup_s: 1.0,
     };
     let pid = server.pid();
-    let before = crate::echo::cpu::process_cpu_seconds(pid)?;
+    let before = crate::echo::cpu::process_cpu_times(pid)?;
     let load_cpu = process::server_and_load_cpus().1;
     let report = if poll {
         memcached_report_polling(exe, &load, load_cpu, interrupted)?
     } else {
         memcached_report(exe, &load, load_cpu, interrupted)?
     };
-    let cpu_s = crate::echo::cpu::process_cpu_seconds(pid)? - before;
-    let served = load.served(&report);
-    Ok((report, cpu_s * 1e6 / served.max(1.0)))
+    let cpu = crate::echo::cpu::process_cpu_times(pid)?.since(&before);
+    let per_reply_us = 1e6 / load.served(&report).max(1.0);
+    Ok((
+        report,
+        ServerCpu {
+            total_us: cpu.total_s() * per_reply_us,
+            system_us: cpu.system_s * per_reply_us,
+        },
+    ))
 }

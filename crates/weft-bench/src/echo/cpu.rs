@@ -19,11 +19,48 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// The CPU seconds a process has used (all its threads), split as the kernel counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuTimes {
+    /// In user space (`utime`).
+    pub user_s: f64,
+    /// In the kernel on its behalf (`stime`: its system calls, and the network stack work they
+    /// do, softirqs run in its context included).
+    pub system_s: f64,
+}
+
+impl CpuTimes {
+    pub fn total_s(&self) -> f64 {
+        self.user_s + self.system_s
+    }
+
+    /// The CPU used between `earlier` and `self`.
+    pub fn since(&self, earlier: &CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user_s: self.user_s - earlier.user_s,
+            system_s: self.system_s - earlier.system_s,
+        }
+    }
+}
+
 /// User + system CPU seconds process `pid` has used (all its threads), from `/proc/<pid>/stat`.
 pub fn process_cpu_seconds(pid: u32) -> io::Result<f64> {
+    Ok(process_cpu_times(pid)?.total_s())
+}
+
+/// [`process_cpu_seconds`], split into user and system time.
+pub fn process_cpu_times(pid: u32) -> io::Result<CpuTimes> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // The command name (field 2) may hold spaces; fields after its closing parenthesis are
-    // plain. utime and stime are fields 14 and 15, i.e. the 12th and 13th after it.
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    cpu_times_in_stat(&stat, hz)
+}
+
+/// The user and system times of the text of a `/proc/PID/stat`, with `hz` ticks a second.
+fn cpu_times_in_stat(stat: &str, hz: f64) -> io::Result<CpuTimes> {
+    // The command name (field 2) may hold spaces and parentheses; fields after its last
+    // closing parenthesis are plain. utime and stime are fields 14 and 15, i.e. the 12th and
+    // 13th after it.
     let rest = &stat[stat
         .rfind(')')
         .ok_or_else(|| io::Error::other("bad /proc stat"))?
@@ -36,9 +73,10 @@ pub fn process_cpu_seconds(pid: u32) -> io::Result<f64> {
             .map(|t| t as f64)
             .ok_or_else(|| io::Error::other("bad /proc stat"))
     };
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Ok((ticks(11)? + ticks(12)?) / hz)
+    Ok(CpuTimes {
+        user_s: ticks(11)? / hz,
+        system_s: ticks(12)? / hz,
+    })
 }
 
 /// CPU seconds the calling thread has used (exact: `CLOCK_THREAD_CPUTIME_ID`).
@@ -74,6 +112,24 @@ fn sleeps_in_status(status: &str) -> io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stat_times_split_into_user_and_system() {
+        let stat = "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 95 0 0 0 250 75 0 0 20 0 1 0 \
+                    100 1000 100 0";
+        let t = cpu_times_in_stat(stat, 100.0).unwrap();
+        assert_eq!(
+            t,
+            CpuTimes {
+                user_s: 2.5,
+                system_s: 0.75
+            }
+        );
+        assert_eq!(t.total_s(), 3.25);
+        assert!(cpu_times_in_stat("4242 (cut short) S 1 2", 100.0).is_err());
+        let mine = process_cpu_times(std::process::id()).unwrap();
+        assert!(mine.user_s >= 0.0 && mine.system_s >= 0.0);
+    }
 
     #[test]
     fn a_busy_loop_shows_up_in_thread_cpu_time() {
