@@ -66,8 +66,8 @@ fn color_of(n: usize) -> usize {
 /// data TLB (AMD Zen 3: 2,048 entries, 8-way, 256 sets) takes its set from the page number's
 /// low bits, so with an even stride the tops reach half the sets and 1,000 connections' tops
 /// overflow the 1,024 entries left to them: a pointer chase over 1,000 pages 18 apart (a
-/// 64 KiB stack's mapping) took 17.5 ns a step against 7.3 ns 19 pages apart
-/// (`docs/notes/scale.md`, "Stack tops in half the TLB").
+/// 64 KiB stack's mapping) took 12–18 ns a step against about 7 ns 19 pages apart
+/// (`benches/tlb_stride`; `docs/notes/scale.md`, "Stack tops in half the TLB").
 fn mapping_len(usable: usize, page: usize) -> usize {
     let pages = usable / page + 2;
     (pages | 1) * page
