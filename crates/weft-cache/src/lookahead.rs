@@ -1,5 +1,5 @@
 //! Look-ahead over a read's pipelined gets: before the requests of one read run, the keys of
-//! its gets are looked up once without an answer ([`crate::store::Store::prefetch_get`]), so
+//! its gets are looked up once without an answer ([`crate::store::Store::prefetch_gets`]), so
 //! each item's lines are on their way while the next key's lookup waits for its own table
 //! element, and the requests then find them in cache.
 //!
@@ -29,9 +29,7 @@ pub fn prefetch(buf: &[u8], store: &Store) {
     let mut keys = [&[][..]; MAX_KEYS];
     let n = get_keys(buf, &mut keys);
     if n > 1 {
-        for key in &keys[..n] {
-            store.prefetch_get(key);
-        }
+        store.prefetch_gets(&keys[..n]);
     }
 }
 

@@ -36,7 +36,8 @@
 //! [`classes::item_bytes`]); `stats slabs` reports the real classes, pages and chunks, and
 //! `total_malloced` the pages' bytes.
 //!
-//! Lock order: a thread holds at most one shard lock while it waits for one. Eviction that
+//! Lock order: a thread holds at most one shard lock while it waits for one (the look-ahead's
+//! [`Store::prefetch_gets`] holds several, all taken by *trying*). Eviction that
 //! must take memory from other shards either runs after the caller's shard lock is released
 //! ([`Store::evict_elsewhere`], locking the other shards one at a time) or, to free a chunk
 //! for an item being linked, only *tries* other shards' locks ([`fatal::try_lock`]), never
@@ -202,12 +203,56 @@ impl Store {
         fatal::try_lock(&self.shards[i].0, "store shard")
     }
 
-    /// Looks `key` up without answering, asking for the lines a get of it will read (the
+    /// Looks `keys` up without answering, asking for the lines gets of them will read (each
     /// item's slot, key and value: `Shard::prefetch`); for [`crate::lookahead`]. Changes
     /// nothing.
-    pub fn prefetch_get(&self, key: &[u8]) {
-        let hash = self.hash(key);
-        self.lock_shard(Self::shard_of(hash)).prefetch(hash);
+    ///
+    /// Every shard the keys fall in is locked first, then every key is looked up, then the
+    /// locks are released: a lock's atomic exchange waits for the loads before it, so taking
+    /// each key's shard in turn made the keys' table misses (control group, then element)
+    /// strictly one after another; looked up back to back they overlap. Only *tries* the
+    /// locks (the module's lock order: never wait while holding one): a key whose shard is
+    /// busy is skipped, which costs that get its head start and nothing else. At most
+    /// [`crate::lookahead::MAX_KEYS`] keys are looked up.
+    pub fn prefetch_gets(&self, keys: &[&[u8]]) {
+        const MAX: usize = crate::lookahead::MAX_KEYS;
+        let mut hashes = [0u64; MAX];
+        // Per key, which of `held` is its shard's guard (`usize::MAX`: none).
+        let mut guard_of = [usize::MAX; MAX];
+        let mut held: [Option<(usize, MutexGuard<'_, Shard>)>; MAX] = Default::default();
+        let mut n_held = 0;
+        let n = keys.len().min(MAX);
+        for (k, key) in keys[..n].iter().enumerate() {
+            let hash = self.hash(key);
+            hashes[k] = hash;
+            let shard = Self::shard_of(hash);
+            let found = held[..n_held]
+                .iter()
+                .position(|h| h.as_ref().is_some_and(|(i, _)| *i == shard));
+            guard_of[k] = match found {
+                Some(g) => g,
+                None => match self.try_lock_shard(shard) {
+                    Some(guard) => {
+                        held[n_held] = Some((shard, guard));
+                        n_held += 1;
+                        n_held - 1
+                    }
+                    None => usize::MAX,
+                },
+            };
+        }
+        // Two passes: the elements of every key, then (the elements on their way) each
+        // element's item.
+        for k in 0..n {
+            if let Some(Some((_, shard))) = held.get(guard_of[k]) {
+                shard.prefetch_elements(hashes[k]);
+            }
+        }
+        for k in 0..n {
+            if let Some(Some((_, shard))) = held.get(guard_of[k]) {
+                shard.prefetch(hashes[k]);
+            }
+        }
     }
 
     /// Locks the shard of `hash`.
@@ -591,6 +636,87 @@ impl Drop for Locked<'_> {
         drop(self.shard.take());
         if self.shortfall > 0 {
             self.store.evict_from_others(Some(self.index));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{mpsc, Arc};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::classes::SizeClasses;
+
+    fn store() -> Store {
+        Store::new(StoreConfig {
+            memory_limit_bytes: 8 << 20,
+            evictions: true,
+            item_size_max: 1 << 20,
+            use_cas: true,
+            initial_items: 0,
+            classes: SizeClasses::default(),
+        })
+    }
+
+    fn set(s: &Store, key: &[u8], value: &[u8]) {
+        let hash = s.hash(key);
+        let mut lk = s.lock(hash, 0);
+        let old = lk.get(hash, key);
+        lk.link(hash, key, &[value, b"\r\n"], 0, 0, 0, old).unwrap();
+    }
+
+    fn get(s: &Store, key: &[u8]) -> Option<Vec<u8>> {
+        let hash = s.hash(key);
+        let mut lk = s.lock(hash, 0);
+        let idx = lk.get(hash, key)?;
+        Some(lk.entry(idx).data_vec())
+    }
+
+    /// The look-ahead holds several shards at once, so it must never wait for one (the
+    /// module's lock order): with a key's shard held elsewhere it skips that key. Taking the
+    /// locks one key at a time with `lock` waited here forever.
+    #[test]
+    fn the_look_ahead_skips_a_busy_shard_instead_of_waiting() {
+        let s = Arc::new(store());
+        let keys: Vec<Vec<u8>> = (0..40).map(|i| format!("key{i}").into_bytes()).collect();
+        for k in &keys {
+            set(&s, k, b"v");
+        }
+        let busy = s.hash(&keys[0]);
+        let _held = s.lock(busy, 0);
+        let (done, finished) = mpsc::channel();
+        let looker = s.clone();
+        let asked = keys.clone();
+        std::thread::spawn(move || {
+            let refs: Vec<&[u8]> = asked.iter().map(|k| &k[..]).collect();
+            looker.prefetch_gets(&refs);
+            done.send(()).unwrap();
+        });
+        assert!(
+            finished.recv_timeout(Duration::from_secs(20)).is_ok(),
+            "the look-ahead waited for a shard held elsewhere"
+        );
+    }
+
+    /// Keys sharing a shard, repeated keys, misses and more keys than it looks at: the
+    /// look-ahead answers nothing and changes nothing, and leaves no shard locked.
+    #[test]
+    fn the_look_ahead_changes_nothing_and_releases_every_shard() {
+        let s = store();
+        let keys: Vec<Vec<u8>> = (0..3 * crate::lookahead::MAX_KEYS)
+            .map(|i| format!("k{}", i % 20).into_bytes())
+            .collect();
+        for k in keys.iter().step_by(2) {
+            set(&s, k, k);
+        }
+        let before: Vec<_> = keys.iter().map(|k| get(&s, k)).collect();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+        s.prefetch_gets(&refs);
+        let after: Vec<_> = keys.iter().map(|k| get(&s, k)).collect();
+        assert_eq!(before, after);
+        for i in 0..SHARDS {
+            assert!(s.try_lock_shard(i).is_some(), "shard {i} left locked");
         }
     }
 }

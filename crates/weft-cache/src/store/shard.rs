@@ -208,6 +208,16 @@ impl Shard {
             .map(|ix| ix.idx)
     }
 
+    /// Asks for the table elements whose tags match `hash` without reading them: only the
+    /// control group is loaded, so the look-ahead's first pass over several keys waits for
+    /// their control groups together and for no element.
+    pub fn prefetch_elements(&self, hash: u64) {
+        let _ = self.table.find(hash, |ix| {
+            prefetch((ix as *const Indexed).cast());
+            false
+        });
+    }
+
     /// Asks for the item lines of every element whose tag matches `hash` (usually the one
     /// item with that key, if any), without comparing keys, so nothing waits for them.
     pub fn prefetch(&self, hash: u64) {
