@@ -1,13 +1,14 @@
 //! Look-ahead over a read's pipelined gets: before the requests of one read run, the keys of
-//! its gets are looked up once without an answer ([`crate::store::Store::prefetch_gets`]), so
-//! each item's lines are on their way while the next key's lookup waits for its own table
-//! element, and the requests then find them in cache.
+//! its gets are looked up once without an answer ([`crate::store::Store::prefetch_gets`]):
+//! every key's table elements are asked for, then every element's item lines, so the misses
+//! of all the keys are on their way together and the requests then find the lines in cache.
 //!
-//! Why: a get's time in the store is two dependent cache misses, the table element and then
-//! the item (its key, slot and value lines). Run one after another, a read of four gets waits
-//! for eight misses; with the look-ahead, for the four elements and about one item's lines
-//! (`docs/notes/scale.md`, "Pipelined gets"). A read with one get has nothing to overlap and
-//! is left alone, so a connection with one request outstanding pays only the scan.
+//! Why: a get's time in the store is dependent cache misses, the table's control group and
+//! element and then the item (its key, slot and value lines). Run one after another, a read
+//! of four gets waits for twelve misses; with the look-ahead the keys' misses overlap
+//! (`docs/notes/scale.md`, "Pipelined gets" and the twenty-ninth session). A read with one
+//! get has nothing to overlap and is left alone, so a connection with one request
+//! outstanding pays only the scan.
 //!
 //! Invariants: the look-ahead changes no state (it takes each shard's lock only to read, and
 //! only hints the processor); at most [`MAX_KEYS`] keys from the first [`MAX_SCAN_BYTES`]

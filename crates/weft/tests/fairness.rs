@@ -289,7 +289,7 @@ fn yielders(processors: usize) -> YieldRun {
                     let tickets = tickets.clone();
                     let started = started.clone();
                     // SAFETY: the body holds only `Arc`s of atomics and mutexes, and a `Vec`,
-                    // across its yields; it locks a mutex only between two of them.
+                    // across its yields; it locks the mutexes only after its last yield.
                     let builder = unsafe { weft::Builder::new().migratable() };
                     builder
                         .spawn(move || {
