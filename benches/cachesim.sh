@@ -2,9 +2,9 @@
 # Simulated cache-line and TLB misses a request, weft's cache against memcached.
 #
 # What it answers: how many distinct cold lines and pages each server touches to serve one
-# request when thousands of connections take turns, counted exactly (a simulation, so the same
-# every run) where the machine's own figures move by ±10 % between runs and it has no
-# performance counters.
+# request when thousands of connections take turns, and how much code it runs to do it,
+# counted exactly (a simulation, so the same every run) where the machine's own figures move
+# by ±10 % between runs and it has no performance counters.
 #
 # How: each server runs under valgrind's callgrind with its cache simulation, openloop
 # (benches/openloop/openloop.c) offers QPS requests a second over CONNS connections (97 % gets
@@ -14,7 +14,12 @@
 #   pages  the same L1d and a last level of TLB_ENTRIES (512) 4 KiB "lines", 8-way: a TLB,
 #          so its misses are page walks.
 # Counts are per request (requests = openloop's rate x the window). Reads and writes are
-# separate: a write miss is a line fetched to be written (a cold stack frame, say).
+# separate: a write miss is a line fetched to be written (a cold stack frame, say). The lines
+# model also prints the code side: misses of a 32 KiB, 8-way instruction cache, and the code
+# lines a request runs (distinct 64-byte lines of instructions executed at least 0.3 times a
+# request over the window, from callgrind's per-instruction counts): the lines a request
+# fetches again once the kernel's work in between has evicted them (on this host about 2 ns
+# of user time a line, docs/notes/scale.md, "What a code line costs here: a probe").
 #
 # What it does not model: prefetches (valgrind drops them, so a line weft asks for ahead
 # counts as a miss here although the hardware overlaps it), the kernel, and io_uring: weft
@@ -81,7 +86,7 @@ measure() {
     port=$((30000 + RANDOM % 5000))
     out="$work/$name-$model.out"
     local vg=(valgrind --tool=callgrind --cache-sim=yes --I1=32768,8,64 --D1=32768,8,64
-        "--LL=$ll" --instr-atstart=no "--callgrind-out-file=$out")
+        "--LL=$ll" --instr-atstart=no --dump-instr=yes "--callgrind-out-file=$out")
     local tuned=(-o no_lru_maintainer,no_lru_crawler)
     case $name in
     weft)
@@ -130,11 +135,33 @@ measure() {
     wait "$server_pid" 2>/dev/null || true
     server_pid=
     python3 - "$out.1" "$work/load.json" "$t0" "$t1" "$name" "$model" <<'PY'
-import json, sys
+import collections, json, sys
 path, load, t0, t1, name, model = sys.argv[1:]
 events = totals = None
+# Executions of each instruction address (its own Ir; a cost line after `calls=` is the
+# call's inclusive cost and is skipped). Positions are `instr line`, each absolute, `+n`/`-n`
+# from the previous cost line's, or `*` for the same.
+runs = collections.defaultdict(int)
+prev = [0, 0]
+after_call = False
+def sub(tok, last):
+    if tok == '*':
+        return last
+    if tok[0] in '+-':
+        return last + (1 if tok[0] == '+' else -1) * int(tok[1:], 0)
+    return int(tok, 0)
 for line in open(path):
-    if line.startswith('events:'):
+    c = line[0]
+    if c.isdigit() or c in '+-*':
+        parts = line.split()
+        prev = [sub(parts[0], prev[0]), sub(parts[1], prev[1])]
+        if after_call:
+            after_call = False
+        elif len(parts) > 2:
+            runs[prev[0]] += int(parts[2])
+    elif line.startswith('calls='):
+        after_call = True
+    elif line.startswith('events:'):
         events = line.split()[1:]
     elif line.startswith('totals:') or line.startswith('summary:'):
         totals = [int(x) for x in line.split()[1:]]
@@ -142,7 +169,12 @@ d = dict(zip(events, totals))
 q = json.load(open(load))['actual_qps'] * (float(t1) - float(t0))
 per = lambda k: d.get(k, 0) / q
 if model == 'lines':
-    print(f"{name:9} lines  instructions {per('Ir'):7.0f}  L1d misses r {per('D1mr'):5.1f} w {per('D1mw'):5.1f}"
+    line_runs = collections.defaultdict(int)
+    for addr, n in runs.items():
+        line_runs[addr >> 6] = max(line_runs[addr >> 6], n)
+    code_lines = sum(1 for n in line_runs.values() if n >= 0.3 * q)
+    print(f"{name:9} lines  instructions {per('Ir'):7.0f}  code lines {code_lines:4d}  I1 misses {per('I1mr'):5.1f}"
+          f"  L1d misses r {per('D1mr'):5.1f} w {per('D1mw'):5.1f}"
           f"  L2 misses r {per('DLmr'):5.1f} w {per('DLmw'):5.1f}  ({q:.0f} requests)")
 else:
     print(f"{name:9} pages  page walks r {per('DLmr'):5.2f} w {per('DLmw'):5.2f}"
