@@ -52,7 +52,7 @@ pub(crate) const LENT_BUFFERS: u16 = 256;
 /// nothing. The kernel (6.8 on) finds a receive's buffer group with `xa_load` in an XArray
 /// keyed by the id; an XArray whose only entry is at index 0 keeps it in its head, and any
 /// other id puts one to three nodes between (0x7765, the id before, cost three dependent loads
-/// a receive in `xas_load`: 0.55 % of the cache's CPU at 1,000 connections and a quarter of
+/// a receive in `xas_load`: 0.55–0.76 % of the cache's CPU at 1,000 connections and a quarter of
 /// memcached's peak, `docs/notes/scale.md`). The ring is the runtime's own, so no other group
 /// shares it.
 pub(crate) const BUFFER_GROUP: u16 = 0;
