@@ -48,13 +48,13 @@ pub const LENT_BUFFER_BYTES: usize = 4096;
 /// drain of completions wakes at once, few enough that the lines a receive writes stay in
 /// the CPU's cache (a small request writes one or two lines of its buffer).
 pub(crate) const LENT_BUFFERS: u16 = 256;
-/// The buffer group id of the ring's provided buffers: 0, the one id whose lookup costs
-/// nothing. The kernel (6.8 on) finds a receive's buffer group with `xa_load` in an XArray
-/// keyed by the id; an XArray whose only entry is at index 0 keeps it in its head, and any
-/// other id puts one to three nodes between (0x7765, the id before, cost three dependent loads
-/// a receive in `xas_load`: 0.55–0.76 % of the cache's CPU at 1,000 connections and a quarter of
-/// memcached's peak, `docs/notes/scale.md`). The ring is the runtime's own, so no other group
-/// shares it.
+/// The buffer group id of the ring's provided buffers: 0, the one id the kernel finds
+/// without walking a tree. The kernel (6.8 on) finds a receive's buffer group with `xa_load`
+/// in an XArray keyed by the id; an XArray whose only entry is at index 0 keeps it in its
+/// head, and any other id puts one to three nodes between (0x7765, the id before, cost three
+/// dependent loads a receive in `xas_load`: 0.55–0.76 % of the cache's CPU at 1,000
+/// connections and a quarter of memcached's peak, `docs/notes/scale.md`). The ring is the
+/// runtime's own, so no other group shares it.
 pub(crate) const BUFFER_GROUP: u16 = 0;
 
 /// One entry of the kernel's buffer ring (`struct io_uring_buf`); the ring's tail is the
