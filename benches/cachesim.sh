@@ -86,7 +86,11 @@ measure() {
     port=$((30000 + RANDOM % 5000))
     out="$work/$name-$model.out"
     local vg=(valgrind --tool=callgrind --cache-sim=yes --I1=32768,8,64 --D1=32768,8,64
-        "--LL=$ll" --instr-atstart=no --dump-instr=yes "--callgrind-out-file=$out")
+        "--LL=$ll" --instr-atstart=no "--callgrind-out-file=$out")
+    # Per-instruction counts only where they are read: the lines model's code lines.
+    if [ "$model" = lines ]; then
+        vg+=(--dump-instr=yes)
+    fi
     local tuned=(-o no_lru_maintainer,no_lru_crawler)
     case $name in
     weft)
