@@ -84,6 +84,9 @@ pub struct Settings {
     pub slab_growth_factor: f64,
     pub slab_chunk_min: usize,
     pub slab_chunk_max: usize,
+    /// `-L`: the item pages are advised into transparent huge pages, as memcached's on
+    /// Linux.
+    pub large_pages: bool,
     /// Settings that only `stats settings` reports (memcached's name and value), set by
     /// flags and `-o` options weft accepts without a behaviour of its own.
     pub reported: Vec<(String, String)>,
@@ -126,6 +129,7 @@ impl Default for Settings {
             slab_growth_factor: 1.25,
             slab_chunk_min: 48,
             slab_chunk_max: 512 * 1024,
+            large_pages: false,
             reported: Vec::new(),
         }
     }

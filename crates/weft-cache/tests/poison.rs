@@ -18,6 +18,7 @@ fn store() -> Store {
         use_cas: true,
         initial_items: 0,
         classes: SizeClasses::default(),
+        large_pages: false,
     })
 }
 

@@ -371,7 +371,6 @@ fn every_flag_of_memcached_help_is_accepted() {
         "1.5",
         "-n",
         "64",
-        "-L",
         "-D",
         ":",
         "-t",
@@ -419,8 +418,9 @@ fn every_flag_of_memcached_help_is_accepted() {
             libc::kill(child.0.id() as i32, libc::SIGTERM);
         }
         let err = stderr_of(child);
-        // -f and -n shape the slab classes (no line); the others have no effect.
-        for flag in ["-L", "-e ", "-N 2", "-W", "-P"] {
+        // -f and -n shape the slab classes (no line); the others have no effect. (-L, which
+        // depends on the kernel's huge pages, has its own test.)
+        for flag in ["-e ", "-N 2", "-W", "-P"] {
             assert!(
                 err.lines()
                     .any(|l| l.contains(flag) && l.contains("no effect")),
@@ -497,6 +497,57 @@ const EXTENDED: &[&str] = &[
     "ext_drop_unread",
     "slab_automove_freeratio=0.01",
 ];
+
+/// Whether a mapping of process `pid` is advised `MADV_HUGEPAGE` (`hg` in its `VmFlags`).
+fn has_huge_page_advice(pid: u32) -> bool {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    smaps.lines().any(|l| {
+        l.strip_prefix("VmFlags:")
+            .is_some_and(|flags| flags.split_whitespace().any(|f| f == "hg"))
+    })
+}
+
+/// `-L`, as memcached 1.6 does it on Linux: where transparent huge pages are `always` or
+/// `madvise`, the item memory is advised into them (and without `-L` nothing is); where
+/// they are `never`, both servers refuse to start.
+#[test]
+fn large_pages_advise_the_item_memory_as_memcached_does() {
+    let mode =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if !mode.contains("[always]") && !mode.contains("[madvise]") {
+        let root: &[&str] = if is_root() { &["-u", "root"] } else { &[] };
+        let args = [&["-L"][..], root].concat();
+        let (weft_runs, err) = runs_with(env!("CARGO_BIN_EXE_weft"), &args, Duration::from_secs(2));
+        assert!(
+            !weft_runs && err.contains("Cannot enable large pages"),
+            "{err}"
+        );
+        // The peer is checked for first (under CI=true a missing one fails); its guard stops it.
+        if start_real(&[]).is_some() {
+            let (real_runs, _) = runs_with(MEMCACHED, &args, Duration::from_secs(2));
+            assert!(!real_runs, "memcached -L started without huge pages");
+        }
+        return;
+    }
+    let (weft, addr) = start_weft(&["-m", "64", "-L"]);
+    let mut c = Client::connect(addr);
+    assert_eq!(c.set("k", 0, 100), "STORED");
+    assert!(c.has("k"));
+    assert!(has_huge_page_advice(weft.0.id()), "weft -L advised nothing");
+    let (plain, _) = start_weft(&["-m", "64"]);
+    assert!(
+        !has_huge_page_advice(plain.0.id()),
+        "weft without -L advised a mapping"
+    );
+    if let Some((real, real_addr)) = start_real(&["-m", "64", "-L"]) {
+        let mut c = Client::connect(real_addr);
+        assert_eq!(c.set("k", 0, 100), "STORED");
+        assert!(
+            has_huge_page_advice(real.0.id()),
+            "memcached -L advised nothing"
+        );
+    }
+}
 
 /// Whether a server started with `args` is still running after `settle` (a refused option
 /// makes memcached and weft exit at once).

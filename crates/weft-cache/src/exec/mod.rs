@@ -116,6 +116,7 @@ impl Context {
                 settings.slab_chunk_min,
                 settings.slab_chunk_max,
             ),
+            large_pages: settings.large_pages,
         });
         Context {
             store,

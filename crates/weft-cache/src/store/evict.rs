@@ -384,6 +384,7 @@ mod tests {
             use_cas: true,
             initial_items: 0,
             classes: SizeClasses::default(),
+            large_pages: false,
         })
     }
 

@@ -82,6 +82,8 @@ pub struct StoreConfig {
     pub initial_items: usize,
     /// memcached's slab classes (`-f`, `-n`, `-o slab_chunk_max`): the chunk sizes of the pages.
     pub classes: classes::SizeClasses,
+    /// `-L`: the item pages in transparent huge pages ([`slab::Slabs::new`]).
+    pub large_pages: bool,
 }
 
 /// Why an item could not be linked.
@@ -158,7 +160,11 @@ impl Store {
                     )))
                 })
                 .collect(),
-            slabs: slab::Slabs::new(config.classes.clone(), config.memory_limit_bytes),
+            slabs: slab::Slabs::new(
+                config.classes.clone(),
+                config.memory_limit_bytes,
+                config.large_pages,
+            ),
             hasher: hashbrown::DefaultHashBuilder::default(),
             clock: Clock::new(),
             stats: Stats::default(),
@@ -656,6 +662,7 @@ mod tests {
             use_cas: true,
             initial_items: 0,
             classes: SizeClasses::default(),
+            large_pages: false,
         })
     }
 

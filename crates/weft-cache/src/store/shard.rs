@@ -462,7 +462,7 @@ mod tests {
 
     #[test]
     fn lru_order_and_reuse() {
-        let slabs = Slabs::new(SizeClasses::default(), PAGE_BYTES);
+        let slabs = Slabs::new(SizeClasses::default(), PAGE_BYTES, false);
         assert!(slabs.add_page(1, || true));
         let mut s = Shard::default();
         let (a, _) = s.insert(entry(&slabs, b"a", 1));
@@ -499,7 +499,7 @@ mod tests {
 
     #[test]
     fn lookups_compare_whole_keys_through_growth_and_removal() {
-        let slabs = Slabs::new(SizeClasses::default(), PAGE_BYTES);
+        let slabs = Slabs::new(SizeClasses::default(), PAGE_BYTES, false);
         assert!(slabs.add_page(1, || true));
         let mut s = Shard::default();
         // Every hash collides, so only the key comparison (through the element's key

@@ -20,6 +20,11 @@
 //!   `Chunk` (the store drops its items before its `Slabs`: [`super::Store`]'s field order).
 //! - Locks here are leaves: a class's lock and the page table's lock are taken alone or
 //!   under one shard lock, never while waiting for anything else, and never both at once.
+//!
+//! Large pages (`-L`, as memcached's on Linux): the reservation starts on a 2 MiB boundary
+//! and is advised `MADV_HUGEPAGE`, so the kernel backs its touched 2 MiB spans with
+//! transparent huge pages and a get's item costs no page walk of its own. A page released
+//! with `MADV_DONTNEED` splits its huge page; the kernel may merge it again later.
 
 use std::ptr::NonNull;
 use std::sync::Mutex;
@@ -32,6 +37,9 @@ pub const PAGE_BYTES: usize = 1024 * 1024;
 /// Address space reserved for pages: the larger of twice `-m` and this (only touched pages
 /// take memory; `cache_memlimit` can raise `-m` up to what was reserved).
 const MIN_RESERVE_BYTES: usize = 4 << 30;
+
+/// The alignment of a reservation for large pages: x86-64's transparent huge page.
+pub const HUGE_PAGE_BYTES: usize = 2 * 1024 * 1024;
 
 /// One chunk of a page, owned like a `Box` without `Drop`: give it back with
 /// [`Slabs::free`].
@@ -126,8 +134,14 @@ struct Pages {
 
 /// The store's memory: the reservation, the page table and one pool per class.
 pub struct Slabs {
+    /// The first page (the mapping's start, or its first 2 MiB boundary with large pages).
     base: NonNull<u8>,
     reserved_pages: usize,
+    /// The whole mapping, for `munmap`: `base` and the pages, plus the slack before and
+    /// after them that aligning for large pages leaves.
+    mapping: (NonNull<u8>, usize),
+    /// Whether the pages were advised `MADV_HUGEPAGE` (and the kernel took the advice).
+    large_pages: bool,
     classes: SizeClasses,
     /// Index `id - 1` for class `id`.
     pools: Box<[Mutex<ClassPool>]>,
@@ -150,17 +164,20 @@ impl std::fmt::Debug for Slabs {
 
 impl Slabs {
     /// Reserves address space for `limit_bytes` (at least `MIN_RESERVE_BYTES`); nothing
-    /// is touched yet.
-    pub fn new(classes: SizeClasses, limit_bytes: usize) -> Slabs {
+    /// is touched yet. With `large_pages` the pages start on a [`HUGE_PAGE_BYTES`] boundary
+    /// and are advised `MADV_HUGEPAGE` ([`Slabs::large_pages`] says whether the kernel took
+    /// the advice: not where transparent huge pages are compiled out).
+    pub fn new(classes: SizeClasses, limit_bytes: usize, large_pages: bool) -> Slabs {
         let want = limit_bytes.saturating_mul(2).max(MIN_RESERVE_BYTES);
         let reserved_pages = want.div_ceil(PAGE_BYTES);
         let len = reserved_pages * PAGE_BYTES;
+        let slack = if large_pages { HUGE_PAGE_BYTES } else { 0 };
         // SAFETY: an anonymous private mapping at an address the kernel picks; no existing
         // memory is affected. MAP_NORESERVE: only touched pages count.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                len,
+                len + slack,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
@@ -171,15 +188,30 @@ impl Slabs {
             p != libc::MAP_FAILED,
             "cannot reserve {} MiB of address space for the item pages: {} \
              (vm.overcommit_memory=2 refuses it; use a smaller -m)",
-            len >> 20,
+            (len + slack) >> 20,
             std::io::Error::last_os_error()
         );
+        let mapping = NonNull::new(p.cast::<u8>()).expect("mmap returned a non-null address");
+        let skip = (p as usize).next_multiple_of(HUGE_PAGE_BYTES) - p as usize;
+        let base = if large_pages {
+            // SAFETY: `skip` < `slack`, so the pages start inside the mapping and end at
+            // most `slack - skip` bytes before its end.
+            unsafe { mapping.add(skip) }
+        } else {
+            mapping
+        };
+        // SAFETY: `base..base + len` lies inside the mapping just made; advice changes how
+        // the kernel backs it, not its contents (untouched, so zero).
+        let large_pages = large_pages
+            && unsafe { libc::madvise(base.as_ptr().cast(), len, libc::MADV_HUGEPAGE) } == 0;
         let pools = (0..classes.len())
             .map(|_| Mutex::new(ClassPool::default()))
             .collect();
         Slabs {
-            base: NonNull::new(p.cast()).expect("mmap returned a non-null address"),
+            base,
             reserved_pages,
+            mapping: (mapping, len + slack),
+            large_pages,
             classes,
             pools,
             pages: Mutex::new(Pages {
@@ -188,6 +220,11 @@ impl Slabs {
                 assigned: 0,
             }),
         }
+    }
+
+    /// Whether the pages are advised into transparent huge pages (`-L`).
+    pub fn large_pages(&self) -> bool {
+        self.large_pages
     }
 
     pub fn classes(&self) -> &SizeClasses {
@@ -451,10 +488,10 @@ impl Slabs {
 
 impl Drop for Slabs {
     fn drop(&mut self) {
-        // SAFETY: the reservation made in `new`, unmapped once; no `Chunk` outlives the
+        // SAFETY: the mapping made in `new`, unmapped once; no `Chunk` outlives the
         // `Slabs` (module invariant).
         unsafe {
-            libc::munmap(self.base.as_ptr().cast(), self.reserved_pages * PAGE_BYTES);
+            libc::munmap(self.mapping.0.as_ptr().cast(), self.mapping.1);
         }
     }
 }
@@ -465,7 +502,7 @@ mod tests {
 
     #[test]
     fn chunks_are_carved_reused_and_pages_released() {
-        let s = Slabs::new(SizeClasses::default(), 4 * PAGE_BYTES);
+        let s = Slabs::new(SizeClasses::default(), 4 * PAGE_BYTES, false);
         let class = 39; // 524,288-byte chunks: two per page.
         assert!(s.pop(class).is_none(), "no page yet");
         assert!(s.add_page(class, || true));
@@ -487,5 +524,67 @@ mod tests {
         let c = s.pop(1).unwrap();
         assert_eq!(c.bytes()[..3], [0, 0, 0], "released pages read as zeros");
         s.free(c);
+    }
+
+    /// The `VmFlags` line of the mapping of `/proc/self/smaps` that holds `addr`.
+    fn vm_flags_at(addr: usize) -> String {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("/proc/self/smaps");
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().unwrap_or("");
+            if let Some((lo, hi)) = range.split_once('-') {
+                if let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                {
+                    inside = (lo..hi).contains(&addr);
+                    continue;
+                }
+            }
+            if inside {
+                if let Some(flags) = line.strip_prefix("VmFlags:") {
+                    return flags.to_owned();
+                }
+            }
+        }
+        panic!("no mapping holds {addr:#x}")
+    }
+
+    #[test]
+    fn large_pages_start_on_a_huge_page_and_are_advised_into_huge_pages() {
+        let s = Slabs::new(SizeClasses::default(), 4 * PAGE_BYTES, true);
+        let base = s.base.as_ptr() as usize;
+        assert_eq!(
+            base % HUGE_PAGE_BYTES,
+            0,
+            "the pages start on a 2 MiB boundary"
+        );
+        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+            assert!(!s.large_pages(), "no transparent huge pages in this kernel");
+            return;
+        }
+        assert!(s.large_pages(), "the kernel took the advice");
+        assert!(
+            vm_flags_at(base).split_whitespace().any(|f| f == "hg"),
+            "MADV_HUGEPAGE shows as `hg`: {}",
+            vm_flags_at(base)
+        );
+        // Chunks still work, and the last page of the reservation is inside the mapping.
+        let class = 39;
+        assert!(s.add_page(class, || true));
+        let mut a = s.pop(class).unwrap();
+        a.bytes_mut()[..2].copy_from_slice(b"ok");
+        assert_eq!(&a.bytes()[..2], b"ok");
+        s.free(a);
+        let last = base + s.reserved_pages * PAGE_BYTES - 1;
+        let (start, len) = (s.mapping.0.as_ptr() as usize, s.mapping.1);
+        assert!((start..start + len).contains(&last));
+        let plain = Slabs::new(SizeClasses::default(), 4 * PAGE_BYTES, false);
+        assert!(!plain.large_pages());
+        assert!(
+            !vm_flags_at(plain.base.as_ptr() as usize)
+                .split_whitespace()
+                .any(|f| f == "hg"),
+            "without -L the pages are ordinary"
+        );
     }
 }

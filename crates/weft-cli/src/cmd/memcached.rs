@@ -39,7 +39,9 @@ What memcached's flags do in weft:
   -k -r        mlockall(2), pages locked as touched; core file size limit raised to its maximum
   -f -n        the chunk sizes of the slab classes whose 1 MiB pages hold the items,
                as memcached's
-  -L -e -N     accepted, no effect (ordinary pages, no memory file, no NAPI ids)
+  -L           the item pages in transparent huge pages (madvise), as memcached's on
+               Linux; refused, as by memcached, where the kernel has them set to never
+  -e -N        accepted, no effect (no memory file, no NAPI ids)
   -S -Z        refused: SASL needs the binary protocol; weft serves no TLS
   -o <opts>    every memcached 1.6.18 option is accepted; honoured: hashpower,
                idle_timeout, lru_crawler, no_lru_crawler, lru_crawler_tocrawl,
@@ -142,7 +144,8 @@ pub struct MemcachedArgs {
     #[arg(short = 'n', long = "slab-min-size", default_value_t = 48)]
     slab_min_size: usize,
 
-    /// Large memory pages: accepted, no effect in weft.
+    /// Large memory pages: the item pages are advised into transparent huge pages
+    /// (fewer page walks a request); refused where they are set to `never`.
     #[arg(short = 'L', long = "enable-largepages")]
     large_pages: bool,
 
@@ -291,6 +294,32 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Where Linux says whether transparent huge pages are used: `always`, `madvise` or `never`,
+/// the one in force in brackets.
+const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+
+/// `-L` as memcached 1.6 checks it on Linux: transparent huge pages must exist and not be
+/// `never` (the item pages are then advised into them); otherwise it refuses to start.
+/// `enabled` is the content of [`THP_ENABLED`], `None` if it cannot be read.
+fn check_large_pages(enabled: &Option<String>) -> anyhow::Result<()> {
+    let mode = enabled.as_deref().and_then(|text| {
+        let start = text.find('[')? + 1;
+        let len = text[start..].find(']')?;
+        Some(&text[start..start + len])
+    });
+    match mode {
+        Some("always" | "madvise") => Ok(()),
+        Some(other) => bail!(
+            "Cannot enable large pages on this system: transparent huge pages are set to \
+             '{other}' ({THP_ENABLED})"
+        ),
+        None => bail!(
+            "Cannot enable large pages on this system: no transparent huge pages \
+             ({THP_ENABLED} cannot be read)"
+        ),
+    }
+}
+
 /// memcached's `-u`: switch to that user (only meaningful as root).
 fn drop_privileges(user: &str) -> anyhow::Result<()> {
     if !is_root() || user == "root" {
@@ -385,6 +414,9 @@ impl MemcachedArgs {
         if self.max_item_size > memory / 2 {
             bail!("Cannot set item size limit higher than 1/2 of memory max.");
         }
+        if self.large_pages {
+            check_large_pages(&std::fs::read_to_string(THP_ENABLED).ok())?;
+        }
         let io = match self.io.as_deref() {
             Some("uring") => Some(weft::IoBackend::Uring),
             Some("epoll") => Some(weft::IoBackend::Epoll),
@@ -437,6 +469,7 @@ impl MemcachedArgs {
             flush_enabled: !self.disable_flush_all,
             dump_enabled: !self.disable_dumping,
             use_cas: !self.disable_cas,
+            large_pages: self.large_pages,
             auth,
             prefix_delimiter,
             detail_enabled: self.delimiter.is_some(),
@@ -448,9 +481,6 @@ impl MemcachedArgs {
         };
         let mut notes = Vec::new();
         let mut note = |flag: String, why: &str| notes.push(format!("{flag}: no effect: {why}"));
-        if self.large_pages {
-            note("-L".into(), "weft maps its slab pages as ordinary pages");
-        }
         if let Some(file) = &self.memory_file {
             note(
                 format!("-e {}", file.display()),
@@ -699,5 +729,20 @@ mod tests {
         assert_eq!(parse_megabytes("64"), Ok(64));
         assert_eq!(parse_megabytes("1g"), Ok(1024));
         assert!(parse_megabytes("x").is_err());
+    }
+
+    #[test]
+    fn large_pages_need_transparent_huge_pages_that_are_not_never() {
+        let some = |t: &str| Some(t.to_owned());
+        assert!(check_large_pages(&some("always [madvise] never\n")).is_ok());
+        assert!(check_large_pages(&some("[always] madvise never\n")).is_ok());
+        let never = check_large_pages(&some("always madvise [never]\n")).unwrap_err();
+        assert!(
+            never.to_string().contains("Cannot enable large pages")
+                && never.to_string().contains("'never'"),
+            "{never}"
+        );
+        let missing = check_large_pages(&None).unwrap_err();
+        assert!(missing.to_string().contains("cannot be read"), "{missing}");
     }
 }
