@@ -144,8 +144,8 @@ pub struct MemcachedArgs {
     #[arg(short = 'n', long = "slab-min-size", default_value_t = 48)]
     slab_min_size: usize,
 
-    /// Large memory pages: the item pages are advised into transparent huge pages
-    /// (fewer page walks a request); refused where they are set to `never`.
+    /// Large memory pages: the item pages are advised into transparent huge pages (one TLB
+    /// entry for 2 MiB of items), as memcached does; refused where they are set to `never`.
     #[arg(short = 'L', long = "enable-largepages")]
     large_pages: bool,
 
@@ -301,8 +301,8 @@ const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 /// `-L` as memcached 1.6 checks it on Linux: transparent huge pages must exist and not be
 /// `never` (the item pages are then advised into them); otherwise it refuses to start.
 /// `enabled` is the content of [`THP_ENABLED`], `None` if it cannot be read.
-fn check_large_pages(enabled: &Option<String>) -> anyhow::Result<()> {
-    let mode = enabled.as_deref().and_then(|text| {
+fn check_large_pages(enabled: Option<&str>) -> anyhow::Result<()> {
+    let mode = enabled.and_then(|text| {
         let start = text.find('[')? + 1;
         let len = text[start..].find(']')?;
         Some(&text[start..start + len])
@@ -415,7 +415,7 @@ impl MemcachedArgs {
             bail!("Cannot set item size limit higher than 1/2 of memory max.");
         }
         if self.large_pages {
-            check_large_pages(&std::fs::read_to_string(THP_ENABLED).ok())?;
+            check_large_pages(std::fs::read_to_string(THP_ENABLED).ok().as_deref())?;
         }
         let io = match self.io.as_deref() {
             Some("uring") => Some(weft::IoBackend::Uring),
@@ -733,16 +733,15 @@ mod tests {
 
     #[test]
     fn large_pages_need_transparent_huge_pages_that_are_not_never() {
-        let some = |t: &str| Some(t.to_owned());
-        assert!(check_large_pages(&some("always [madvise] never\n")).is_ok());
-        assert!(check_large_pages(&some("[always] madvise never\n")).is_ok());
-        let never = check_large_pages(&some("always madvise [never]\n")).unwrap_err();
+        assert!(check_large_pages(Some("always [madvise] never\n")).is_ok());
+        assert!(check_large_pages(Some("[always] madvise never\n")).is_ok());
+        let never = check_large_pages(Some("always madvise [never]\n")).unwrap_err();
         assert!(
             never.to_string().contains("Cannot enable large pages")
                 && never.to_string().contains("'never'"),
             "{never}"
         );
-        let missing = check_large_pages(&None).unwrap_err();
+        let missing = check_large_pages(None).unwrap_err();
         assert!(missing.to_string().contains("cannot be read"), "{missing}");
     }
 }
