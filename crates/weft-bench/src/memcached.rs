@@ -66,6 +66,10 @@ pub struct Options {
     pub server_cpu_pct: Option<u32>,
     /// The peer [default: memcached on PATH].
     pub memcached: Option<PathBuf>,
+    /// More flags for the peer (after the benchmark's own).
+    pub memcached_args: Vec<String>,
+    /// More flags for weft memcached.
+    pub weft_args: Vec<String>,
     /// Print one JSON object per run as well.
     pub json: bool,
 }
@@ -190,6 +194,7 @@ fn compare(
     if let Some(policy) = &args.scheduler {
         weft_prefix.extend(["--scheduler".into(), policy.clone()]);
     }
+    weft_prefix.extend(args.weft_args.iter().cloned());
     // Declared before the servers so that it is removed after they were stopped.
     let cpu_limit = args
         .server_cpu_pct
@@ -197,7 +202,13 @@ fn compare(
         .transpose()?;
     let servers = [
         start_memcached_like("weft", exe, &weft_prefix, work, args.connections)?,
-        start_memcached_like("memcached", memcached, &[], work, args.connections)?,
+        start_memcached_like(
+            "memcached",
+            memcached,
+            &args.memcached_args,
+            work,
+            args.connections,
+        )?,
     ];
     if let Some(limit) = &cpu_limit {
         for (server, _) in &servers {
@@ -207,6 +218,14 @@ fn compare(
             "servers capped together at {} % of their core (cgroup CPU quota, 10 ms period)",
             args.server_cpu_pct.unwrap_or(100)
         );
+    }
+    for (who, flags) in [
+        ("weft", &args.weft_args),
+        ("memcached", &args.memcached_args),
+    ] {
+        if !flags.is_empty() {
+            println!("{who} started with {} as well", flags.join(" "));
+        }
     }
     if !args.open_loop.is_empty() {
         return open_loop(args, exe, &servers, interrupted);

@@ -14,6 +14,15 @@ pub(super) fn parse_fraction(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A `--memcached-args` / `--weft-args` string as the servers' arguments.
+fn split_flags(flags: Option<&str>) -> Vec<String> {
+    flags
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
 #[derive(Debug, Args)]
 pub struct MemcachedBenchArgs {
     /// Client connections (at most 15,360; the open-file limit is raised to its hard limit).
@@ -69,6 +78,14 @@ pub struct MemcachedBenchArgs {
     /// The peer [default: memcached on PATH].
     #[arg(long)]
     memcached: Option<PathBuf>,
+    /// More flags for the peer, one string split at spaces, e.g. "-o
+    /// no_lru_maintainer,no_lru_crawler" (memcached's background LRU threads off: its best
+    /// for one worker thread on a capped core). The header line repeats them.
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    memcached_args: Option<String>,
+    /// More flags for weft memcached, as --memcached-args.
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    weft_args: Option<String>,
     /// Print one JSON object per run as well.
     #[arg(long)]
     json: bool,
@@ -92,6 +109,8 @@ impl MemcachedBenchArgs {
             io: self.io.clone(),
             server_cpu_pct: self.server_cpu_pct,
             memcached: self.memcached.clone(),
+            memcached_args: split_flags(self.memcached_args.as_deref()),
+            weft_args: split_flags(self.weft_args.as_deref()),
             json: self.json,
         }
     }
@@ -99,4 +118,35 @@ impl MemcachedBenchArgs {
 
 pub fn run(args: &MemcachedBenchArgs) -> anyhow::Result<()> {
     weft_bench::memcached::run(&args.options())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: MemcachedBenchArgs,
+    }
+
+    #[test]
+    fn more_flags_for_each_server_are_split_at_spaces() {
+        let cli = Cli::parse_from([
+            "bench",
+            "--memcached-args",
+            "-o no_lru_maintainer,no_lru_crawler",
+            "--weft-args",
+            " -L  -R 10 ",
+        ]);
+        let options = cli.args.options();
+        assert_eq!(
+            options.memcached_args,
+            ["-o", "no_lru_maintainer,no_lru_crawler"]
+        );
+        assert_eq!(options.weft_args, ["-L", "-R", "10"]);
+        let plain = Cli::parse_from(["bench"]).args.options();
+        assert!(plain.memcached_args.is_empty() && plain.weft_args.is_empty());
+    }
 }
