@@ -66,9 +66,11 @@ pub struct Options {
     pub server_cpu_pct: Option<u32>,
     /// The peer [default: memcached on PATH].
     pub memcached: Option<PathBuf>,
-    /// More flags for the peer (after the benchmark's own).
+    /// More flags for the peer, before the benchmark's own (`-p`, `-t 1`, `-m`, `-c`, …),
+    /// which win where both give one.
     pub memcached_args: Vec<String>,
-    /// More flags for weft memcached.
+    /// More flags for weft memcached, before the benchmark's own (weft refuses a repeated
+    /// `-t`).
     pub weft_args: Vec<String>,
     /// Print one JSON object per run as well.
     pub json: bool,
