@@ -109,3 +109,51 @@ fn the_default_keeper_rides_on_the_tick_and_stops_when_idle() {
     // tick at HZ 250 and up): gaps of 10 ms are each cut at least twice by it.
     keeper_cuts_gaps_and_stops_when_idle("kd", weft::DEFAULT_KEEP_TICK, Duration::from_millis(10));
 }
+
+/// On both backends: while the keeper stands in for the sleep's own timeout (a keeper in flight
+/// that expires first), a fiber timer due well after it still fires: the processor wakes at
+/// each keeper, finds the timer not yet due, and the last sleep before it takes its own
+/// timeout. Checked while requests keep the keeper armed, and once the processor is idle and
+/// the keeper has stopped.
+#[test]
+fn timers_past_the_keeper_still_fire() {
+    for backend in common::backends() {
+        let name = match backend {
+            IoBackend::Uring => "kf-u",
+            IoBackend::Epoll => "kf-e",
+        };
+        let c = common::cluster_with(
+            backend,
+            Cluster::builder()
+                .name(name)
+                .processors(1)
+                .keep_tick(Duration::from_millis(1)),
+        );
+        let addr = common::echo_server(&c);
+        let mut client = std::net::TcpStream::connect(addr).unwrap();
+        client.set_nodelay(true).unwrap();
+        let start = std::time::Instant::now();
+        let sleeper = c.spawn(|| weft::sleep(Duration::from_millis(60)).unwrap());
+        // Requests every 2 ms keep the keeper armed through the sleeper's 60 ms.
+        let mut buf = [0u8; 8];
+        for i in 0u64..60 {
+            client.write_all(&i.to_le_bytes()).unwrap();
+            client.read_exact(&mut buf).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        sleeper.join().unwrap();
+        assert!(
+            start.elapsed() >= Duration::from_millis(60),
+            "{backend}: woke early"
+        );
+        // Idle now (the keeper stops after a few quiet periods): a timer far past it fires.
+        std::thread::sleep(Duration::from_millis(50));
+        let start = std::time::Instant::now();
+        c.spawn(|| weft::sleep(Duration::from_millis(100)).unwrap())
+            .join()
+            .unwrap();
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(100), "{backend}: woke early");
+        eprintln!("{backend}: an idle 100 ms sleep took {took:?}");
+    }
+}

@@ -379,7 +379,8 @@ impl Epoll {
                 self.keep.not_armed();
             }
         }
-        self.wait_for(timeout);
+        // With the keeper due first the kernel needs no timer of its own for this sleep.
+        self.wait_for(self.keep.wait_timeout(timeout, monotonic_now_ns));
     }
 
     /// One wait for events, at most `timeout` long (`None`: until an event or the waker);

@@ -29,6 +29,14 @@
 //!
 //! While the processor never sleeps (a saturated server) the keeper costs nothing: it is armed
 //! only on the way to sleep, and a CPU that does not go idle keeps its tick anyway.
+//!
+//! The keeper also stands in for the sleep's own timeout ([`KeepTick::wait_timeout`]): a
+//! processor with a fiber timer pending (a server's periodic fibers keep one pending always)
+//! used to pass its time to the sleep, and the kernel armed and cancelled a timer of its own
+//! on every sleep (`hrtimer_start` and `hrtimer_cancel` on about every other request at a
+//! thousand connections and a quarter of the peak). While a keeper in flight expires no later
+//! than that time, its expiry ends the sleep first, so the sleep needs no timeout: the
+//! processor wakes at the keeper, finds the timer not yet due, and sleeps again.
 
 use std::cell::Cell;
 use std::time::Duration;
@@ -56,6 +64,9 @@ pub(crate) struct KeepTick {
     tick_ns: u64,
     /// Whether a keeper timer is in flight (armed and not yet reaped).
     armed: Cell<bool>,
+    /// When the keeper in flight expires (`CLOCK_MONOTONIC` nanoseconds); meaningful while
+    /// `armed`.
+    expiry_ns: Cell<u64>,
     /// Whether other work (a completion, a wake-up) was reaped since the keeper was armed.
     worked: Cell<bool>,
     /// Consecutive keeper periods that ended with no other work.
@@ -74,6 +85,7 @@ impl KeepTick {
             period_ns: period.min(MAX_PERIOD).as_nanos() as u64,
             tick_ns,
             armed: Cell::new(false),
+            expiry_ns: Cell::new(0),
             worked: Cell::new(false),
             quiet: Cell::new(0),
         }
@@ -95,7 +107,38 @@ impl KeepTick {
         }
         self.armed.set(true);
         self.worked.set(false);
-        Some(expiry_ns(now_ns(), self.period_ns, self.tick_ns))
+        let expiry = expiry_ns(now_ns(), self.period_ns, self.tick_ns);
+        self.expiry_ns.set(expiry);
+        Some(expiry)
+    }
+
+    /// The timeout a sleep should pass to the kernel, given the processor's own `timeout`
+    /// (its next fiber timer, `None`: none pending): `None` (wait without one) when a keeper
+    /// in flight expires no later than the timeout would, so the kernel arms no timer of its
+    /// own; the timeout unchanged otherwise. `now_ns` reads `CLOCK_MONOTONIC`, only when a
+    /// keeper is in flight and a timeout was given.
+    ///
+    /// The timeout was measured from a clock reading a moment before `now_ns` reads it again,
+    /// so the keeper may be judged to come first when it expires up to that moment after the
+    /// timer's deadline: a sleep then ends that much late, far under the kernel's own slack
+    /// for a sleeping thread (50 µs by default).
+    #[inline]
+    pub(crate) fn wait_timeout(
+        &self,
+        timeout: Option<Duration>,
+        now_ns: impl FnOnce() -> u64,
+    ) -> Option<Duration> {
+        let left = timeout?;
+        if !self.armed.get() || left.is_zero() {
+            return Some(left);
+        }
+        let deadline_ns =
+            now_ns().saturating_add(u64::try_from(left.as_nanos()).unwrap_or(u64::MAX));
+        if self.expiry_ns.get() <= deadline_ns {
+            None
+        } else {
+            Some(left)
+        }
     }
 
     /// Arming failed after [`KeepTick::arm`] said to arm (no room, refused): nothing in flight.
@@ -264,6 +307,41 @@ mod tests {
             k.worked();
         }
         assert!(k.arm(|| 0).is_some());
+    }
+
+    #[test]
+    fn a_keeper_due_first_stands_in_for_the_sleep_timeout() {
+        let k = keeper(1);
+        let far = Some(Duration::from_secs(1));
+        // No keeper in flight: the sleep keeps its timeout, and the clock is not read.
+        assert_eq!(k.wait_timeout(far, || panic!("read the clock")), far);
+        assert_eq!(k.arm(|| 5 * MS), Some(6 * MS));
+        // The keeper expires at 6 ms, before a timer due 1 s after 5.5 ms: no timeout.
+        assert_eq!(k.wait_timeout(far, || 5 * MS + MS / 2), None);
+        // Due exactly with the keeper: the keeper still ends the sleep in time.
+        assert_eq!(
+            k.wait_timeout(Some(Duration::from_millis(1)), || 5 * MS),
+            None
+        );
+        // A timer due before the keeper keeps its timeout.
+        let soon = Some(Duration::from_micros(200));
+        assert_eq!(k.wait_timeout(soon, || 5 * MS), soon);
+        // No timer pending, or one already due: unchanged, without reading the clock.
+        assert_eq!(k.wait_timeout(None, || panic!("read the clock")), None);
+        assert_eq!(
+            k.wait_timeout(Some(Duration::ZERO), || panic!("read the clock")),
+            Some(Duration::ZERO)
+        );
+        // Once the keeper fired (or failed to arm), the sleep needs its own timeout again.
+        k.fired();
+        assert_eq!(k.wait_timeout(far, || 7 * MS), far);
+        assert!(k.arm(|| 7 * MS).is_some());
+        k.not_armed();
+        assert_eq!(k.wait_timeout(far, || 7 * MS), far);
+        // A keeper that is off never stands in.
+        let off = keeper(0);
+        assert_eq!(off.arm(|| 0), None);
+        assert_eq!(off.wait_timeout(far, || 0), far);
     }
 
     #[test]

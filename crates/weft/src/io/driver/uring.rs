@@ -454,6 +454,8 @@ impl Uring {
             // in flight).
             unsafe { self.push(&entry) };
         }
+        // With the keeper due first the kernel needs no timer of its own for this sleep.
+        let timeout = self.keep.wait_timeout(timeout, monotonic_now_ns);
         {
             let ring = self.ring.borrow();
             let submitter = ring.submitter();
