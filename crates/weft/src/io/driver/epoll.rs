@@ -353,7 +353,12 @@ impl Epoll {
 
     pub(crate) fn park(&self, timeout: Option<Duration>) {
         self.take_cancels();
-        if let (Some(fd), Some(expiry_ns)) = (&self.keeper, self.keep.arm(monotonic_now_ns)) {
+        // One clock reading for arming the keeper and for judging the timeout against it.
+        let mut now_ns = None;
+        if let (Some(fd), Some(expiry_ns)) = (
+            &self.keeper,
+            self.keep.arm(|| *now_ns.insert(monotonic_now_ns())),
+        ) {
             let (sec, nsec) = split_ns(expiry_ns);
             let spec = libc::itimerspec {
                 it_interval: libc::timespec {
@@ -380,7 +385,10 @@ impl Epoll {
             }
         }
         // With the keeper due first the kernel needs no timer of its own for this sleep.
-        self.wait_for(self.keep.wait_timeout(timeout, monotonic_now_ns));
+        self.wait_for(
+            self.keep
+                .wait_timeout(timeout, || now_ns.unwrap_or_else(monotonic_now_ns)),
+        );
     }
 
     /// One wait for events, at most `timeout` long (`None`: until an event or the waker);

@@ -440,7 +440,9 @@ impl Uring {
     pub(crate) fn park(&self, timeout: Option<Duration>) {
         self.take_cancels();
         self.post_waker();
-        if let Some(expiry_ns) = self.keep.arm(monotonic_now_ns) {
+        // One clock reading for arming the keeper and for judging the timeout against it.
+        let mut now_ns = None;
+        if let Some(expiry_ns) = self.keep.arm(|| *now_ns.insert(monotonic_now_ns())) {
             let (sec, nsec) = split_ns(expiry_ns);
             self.keeper_ts
                 .set(types::Timespec::new().sec(sec).nsec(nsec));
@@ -455,7 +457,9 @@ impl Uring {
             unsafe { self.push(&entry) };
         }
         // With the keeper due first the kernel needs no timer of its own for this sleep.
-        let timeout = self.keep.wait_timeout(timeout, monotonic_now_ns);
+        let timeout = self
+            .keep
+            .wait_timeout(timeout, || now_ns.unwrap_or_else(monotonic_now_ns));
         {
             let ring = self.ring.borrow();
             let submitter = ring.submitter();
