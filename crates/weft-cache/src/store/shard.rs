@@ -221,8 +221,17 @@ impl Shard {
     /// Asks for the item lines of every element whose tag matches `hash` (usually the one
     /// item with that key, if any), without comparing keys, so nothing waits for them.
     pub fn prefetch(&self, hash: u64) {
+        self.lookahead_lines(hash, |line| prefetch(line as *const u8));
+    }
+
+    /// The addresses [`Shard::prefetch`] asks for, given to `ask` in order: for every
+    /// element whose tag matches `hash`, its key's first line (the get's key compare reads
+    /// it first; the look-ahead is what asks for it early, as [`Shard::find`]'s own compare
+    /// does not), then what a hit reads after the compare ([`Shard::lines_after_key`]).
+    fn lookahead_lines(&self, hash: u64, mut ask: impl FnMut(usize)) {
         let _ = self.table.find(hash, |ix| {
-            self.prefetch_item(ix);
+            ask(ix.key_addr());
+            self.lines_after_key(ix).into_iter().for_each(&mut ask);
             false
         });
     }
@@ -233,14 +242,23 @@ impl Shard {
     /// `get`'s user time (`docs/notes/scale.md`); a candidate whose key differs costs a few
     /// needless hints.
     fn prefetch_item(&self, ix: &Indexed) {
-        let slot = self.slots.as_ptr().wrapping_add(ix.idx as usize) as usize;
-        // A slot may straddle two lines.
-        prefetch(slot as *const u8);
-        prefetch((slot + std::mem::size_of::<Slot>() - 1) as *const u8);
-        let key = ix.key_addr();
-        for line in 1..=ITEM_PREFETCH_LINES {
-            prefetch((key + 64 * line) as *const u8);
+        for line in self.lines_after_key(ix) {
+            prefetch(line as *const u8);
         }
+    }
+
+    /// What a hit reads after its key's first line: the item's slot (its first and last
+    /// byte: a slot may straddle two lines) and the [`ITEM_PREFETCH_LINES`] after the key's.
+    fn lines_after_key(&self, ix: &Indexed) -> [usize; 2 + ITEM_PREFETCH_LINES] {
+        let slot = self.slots.as_ptr().wrapping_add(ix.idx as usize) as usize;
+        let key = ix.key_addr();
+        let mut lines = [0; 2 + ITEM_PREFETCH_LINES];
+        lines[0] = slot;
+        lines[1] = slot + std::mem::size_of::<Slot>() - 1;
+        for (line, at) in lines[2..].iter_mut().enumerate() {
+            *at = key + 64 * (line + 1);
+        }
+        lines
     }
 
     pub fn entry(&self, idx: u32) -> &Entry {
@@ -526,6 +544,28 @@ mod tests {
             let want = (n % 2 == 1).then_some(i);
             assert_eq!(s.find(7, k), want, "{}", String::from_utf8_lossy(k));
         }
+    }
+
+    /// The look-ahead asks for every line a get of a stored key waits for: the key's own
+    /// first line (which the get's compare reads before anything else), the slot, and the
+    /// value's lines after the key's.
+    #[test]
+    fn the_look_ahead_asks_for_the_keys_line_first() {
+        let slabs = Slabs::new(SizeClasses::default(), PAGE_BYTES, false);
+        assert!(slabs.add_page(1, || true));
+        let mut s = Shard::default();
+        let (i, _) = s.insert(entry(&slabs, b"some key", 9));
+        let key_at = s.entry(i).first.start().as_ptr() as usize;
+        let slot_at = s.slots.as_ptr().wrapping_add(i as usize) as usize;
+        let mut asked = Vec::new();
+        s.lookahead_lines(9, |a| asked.push(a));
+        assert_eq!(asked.first(), Some(&key_at), "asked for {asked:x?}");
+        assert!(asked.contains(&slot_at), "asked for {asked:x?}");
+        assert!(asked.contains(&(key_at + 64)), "asked for {asked:x?}");
+        let mut none = Vec::new();
+        s.lookahead_lines(10 | 1 << 60, |a| none.push(a));
+        assert!(none.is_empty(), "a hash with no element asks for nothing");
+        s.remove(i).0.into_chunks().for_each(|c| slabs.free(c));
     }
 
     /// The slot of `key` among `keys`, if it is one of them.
