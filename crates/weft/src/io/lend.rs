@@ -114,6 +114,42 @@ unsafe impl Send for LendPool {}
 // SAFETY: as above.
 unsafe impl Sync for LendPool {}
 
+/// The alignment and size of an x86-64 transparent huge page.
+const HUGE_PAGE_BYTES: usize = 2 * 1024 * 1024;
+
+/// What the pool's buffers take in address space: one huge page (they fit in one).
+const POOL_MAP_BYTES: usize = POOL_BYTES.next_multiple_of(HUGE_PAGE_BYTES);
+
+/// Maps the buffers' memory: [`POOL_MAP_BYTES`] on a huge-page boundary, advised
+/// `MADV_HUGEPAGE`, so that where the kernel has transparent huge pages (`always`, or
+/// `madvise` as Debian ships it) all the buffers sit under one TLB entry. The kernel takes
+/// the ring's buffers in order, so a receive writes into a buffer last touched some
+/// [`RING_TARGET`] receives before: milliseconds at a quarter of a server's peak, by when a
+/// 4 KiB page's TLB entry is gone and its walk (two-dimensional in a VM) is part of every
+/// receive's copy (`docs/notes/scale.md`, thirty-third session). Where the advice is refused
+/// the buffers work the same in small pages.
+fn map_pool() -> io::Result<NonNull<u8>> {
+    let slack = HUGE_PAGE_BYTES;
+    let whole = map(POOL_MAP_BYTES + slack)?;
+    let start = whole.as_ptr() as usize;
+    let skip = start.next_multiple_of(HUGE_PAGE_BYTES) - start;
+    // SAFETY: `whole` is the mapping just made, `POOL_MAP_BYTES + slack` long, used by
+    // nobody; the parts unmapped are its first `skip` bytes and its last `slack - skip`,
+    // which leaves `POOL_MAP_BYTES` from `start + skip` (`skip` < `slack`). Advice changes
+    // how the kernel backs the untouched pages, not their contents.
+    unsafe {
+        if skip > 0 {
+            libc::munmap(whole.as_ptr().cast(), skip);
+        }
+        let base = whole.as_ptr().add(skip);
+        if slack - skip > 0 {
+            libc::munmap(base.add(POOL_MAP_BYTES).cast(), slack - skip);
+        }
+        libc::madvise(base.cast(), POOL_MAP_BYTES, libc::MADV_HUGEPAGE);
+        Ok(NonNull::new_unchecked(base))
+    }
+}
+
 fn map(bytes: usize) -> io::Result<NonNull<u8>> {
     // SAFETY: an anonymous private mapping; no existing memory is touched.
     let p = unsafe {
@@ -176,7 +212,7 @@ const RING_BYTES: usize = LENT_BUFFERS as usize * std::mem::size_of::<RingEntry>
 impl LendPool {
     /// A pool kept as a free list (the epoll driver's).
     pub(crate) fn list() -> io::Result<LendPool> {
-        let memory = map(POOL_BYTES)?;
+        let memory = map_pool()?;
         Ok(LendPool {
             memory,
             free: Free::List(UnsafeCell::new((0..LENT_BUFFERS).rev().collect())),
@@ -189,12 +225,12 @@ impl LendPool {
     /// [`LendPool::ring_addr`] with the ring as [`BUFFER_GROUP`] (with [`LENT_BUFFERS`]
     /// entries) and must unregister it before the pool is dropped.
     pub(crate) fn ring() -> io::Result<LendPool> {
-        let memory = map(POOL_BYTES)?;
+        let memory = map_pool()?;
         let ring = match map(RING_BYTES) {
             Ok(r) => r.cast::<RingEntry>(),
             Err(e) => {
                 // SAFETY: `memory` is the mapping just made, used by nobody.
-                unsafe { libc::munmap(memory.as_ptr().cast(), POOL_BYTES) };
+                unsafe { libc::munmap(memory.as_ptr().cast(), POOL_MAP_BYTES) };
                 return Err(e);
             }
         };
@@ -380,10 +416,11 @@ impl Returned {
 
 impl Drop for LendPool {
     fn drop(&mut self) {
-        // SAFETY: the mappings were made by `map` with these sizes; nobody uses them any more
-        // (no `Lent` is left, and the ring was unregistered, or the pool leaked instead).
+        // SAFETY: the mappings were made by `map_pool` and `map` with these sizes; nobody
+        // uses them any more (no `Lent` is left, and the ring was unregistered, or the pool
+        // leaked instead).
         unsafe {
-            libc::munmap(self.memory.as_ptr().cast(), POOL_BYTES);
+            libc::munmap(self.memory.as_ptr().cast(), POOL_MAP_BYTES);
             if let Free::Ring { ring, .. } = &self.free {
                 libc::munmap(ring.as_ptr().cast(), RING_BYTES);
             }
@@ -534,6 +571,46 @@ mod tests {
         assert!(old_kernel.contains("Linux 5.19"), "{old_kernel}");
         let other = unavailable_message(&io::Error::from_raw_os_error(libc::EIO));
         assert!(other.ends_with("which is slower"), "{other}");
+    }
+
+    /// The `VmFlags` of the mapping of `/proc/self/smaps` that starts at `addr`.
+    fn vm_flags_of_mapping_at(addr: usize) -> String {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("/proc/self/smaps");
+        let mut here = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ') {
+                if let Some((start, _)) = range.split_once('-') {
+                    if let Ok(start) = usize::from_str_radix(start, 16) {
+                        here = start == addr;
+                        continue;
+                    }
+                }
+            }
+            if here {
+                if let Some(flags) = line.strip_prefix("VmFlags:") {
+                    return flags.to_owned();
+                }
+            }
+        }
+        panic!("no mapping starts at {addr:#x}")
+    }
+
+    /// Every buffer lies in one huge page's span, advised for transparent huge pages, so a
+    /// receive into a buffer last used milliseconds before does not walk the page tables.
+    #[test]
+    fn the_buffers_share_one_huge_page() {
+        const { assert!(POOL_BYTES <= HUGE_PAGE_BYTES) };
+        for pool in [LendPool::list().unwrap(), LendPool::ring().unwrap()] {
+            let base = pool.memory.as_ptr() as usize;
+            assert_eq!(base % HUGE_PAGE_BYTES, 0, "the pool starts at {base:#x}");
+            if std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+                let flags = vm_flags_of_mapping_at(base);
+                assert!(
+                    flags.split_whitespace().any(|f| f == "hg"),
+                    "MADV_HUGEPAGE shows as `hg`: {flags}"
+                );
+            }
+        }
     }
 
     /// The buffer ids the ring's entries `from..to` name.
