@@ -498,12 +498,28 @@ const EXTENDED: &[&str] = &[
     "slab_automove_freeratio=0.01",
 ];
 
-/// Whether a mapping of process `pid` is advised `MADV_HUGEPAGE` (`hg` in its `VmFlags`).
+/// Item memory's least size here (`-m 64`): larger than any mapping a server advises for
+/// something else (weft's lent receive buffers are one 2 MiB huge page a processor).
+const ITEM_MAPPING_MIN_BYTES: u64 = 32 << 20;
+
+/// Whether a mapping of process `pid` as large as item memory ([`ITEM_MAPPING_MIN_BYTES`] or
+/// more) is advised `MADV_HUGEPAGE` (`hg` in its `VmFlags`).
 fn has_huge_page_advice(pid: u32) -> bool {
     let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let mut bytes = 0;
     smaps.lines().any(|l| {
-        l.strip_prefix("VmFlags:")
-            .is_some_and(|flags| flags.split_whitespace().any(|f| f == "hg"))
+        let range = l.split_once(' ').and_then(|(r, _)| r.split_once('-'));
+        if let Some((start, end)) = range {
+            if let (Ok(start), Ok(end)) =
+                (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16))
+            {
+                bytes = end - start;
+                return false;
+            }
+        }
+        bytes >= ITEM_MAPPING_MIN_BYTES
+            && l.strip_prefix("VmFlags:")
+                .is_some_and(|flags| flags.split_whitespace().any(|f| f == "hg"))
     })
 }
 
