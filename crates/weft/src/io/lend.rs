@@ -133,21 +133,21 @@ fn map_pool() -> io::Result<NonNull<u8>> {
     let whole = map(POOL_MAP_BYTES + slack)?;
     let start = whole.as_ptr() as usize;
     let skip = start.next_multiple_of(HUGE_PAGE_BYTES) - start;
-    // SAFETY: `whole` is the mapping just made, `POOL_MAP_BYTES + slack` long, used by
-    // nobody; the parts unmapped are its first `skip` bytes and its last `slack - skip`,
-    // which leaves `POOL_MAP_BYTES` from `start + skip` (`skip` < `slack`). Advice changes
-    // how the kernel backs the untouched pages, not their contents.
-    unsafe {
-        if skip > 0 {
-            libc::munmap(whole.as_ptr().cast(), skip);
-        }
-        let base = whole.as_ptr().add(skip);
-        if slack - skip > 0 {
-            libc::munmap(base.add(POOL_MAP_BYTES).cast(), slack - skip);
-        }
-        libc::madvise(base.cast(), POOL_MAP_BYTES, libc::MADV_HUGEPAGE);
-        Ok(NonNull::new_unchecked(base))
+    let base = whole.as_ptr().wrapping_add(skip);
+    let tail = slack - skip;
+    if skip > 0 {
+        // SAFETY: the first `skip` bytes of the mapping just made, which nobody uses.
+        unsafe { libc::munmap(whole.as_ptr().cast(), skip) };
     }
+    if tail > 0 {
+        // SAFETY: the last `tail` bytes of that mapping (`POOL_MAP_BYTES + slack` long, and
+        // `base` is `skip` < `slack` bytes into it), which nobody uses.
+        unsafe { libc::munmap(base.wrapping_add(POOL_MAP_BYTES).cast(), tail) };
+    }
+    // SAFETY: advice on the pool's own pages, untouched yet: it changes how the kernel backs
+    // them, not what they hold.
+    unsafe { libc::madvise(base.cast(), POOL_MAP_BYTES, libc::MADV_HUGEPAGE) };
+    Ok(NonNull::new(base).expect("an address inside a mapping"))
 }
 
 fn map(bytes: usize) -> io::Result<NonNull<u8>> {
