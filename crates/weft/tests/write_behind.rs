@@ -288,3 +288,104 @@ fn a_stream_dropped_on_a_plain_thread_with_a_send_in_flight_still_delivers_it() 
     let got = peer.join().unwrap();
     assert!(got == piece(5, 1_000), "got {} bytes", got.len());
 }
+
+/// A request/response connection whose reply the socket can take only in part: the writer
+/// then waits to read the peer's next request, and writes nothing more. The rest of the reply
+/// must still go out (the peer answers only once it has all of it), as it would after a
+/// blocking `write`. (The rest used to wait for the writer's next write, so both sides waited
+/// until a timeout: an HTTP multipart reply's last bytes, seen in CI.)
+#[test]
+fn a_reply_the_socket_took_in_part_goes_out_while_the_writer_waits_to_read() {
+    const PIECE_BYTES: usize = 16_000;
+    const PIECES: u32 = 40;
+    for backend in backends() {
+        for round in 0..3 {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            // Small buffers on both ends (no autotuning), so the last reply is sent short.
+            socket2::SockRef::from(&listener)
+                .set_recv_buffer_size(4096)
+                .unwrap();
+            let addr = listener.local_addr().unwrap();
+            let peer = std::thread::spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                std::thread::sleep(Duration::from_millis(200));
+                let mut got = vec![0u8; PIECE_BYTES * PIECES as usize];
+                let read = s.read_exact(&mut got);
+                // The next request: only once the whole reply arrived.
+                if read.is_ok() {
+                    s.write_all(b"?").unwrap();
+                }
+                (read, got)
+            });
+            let c = cluster(backend, 1);
+            let (expected, answered) = c
+                .spawn(move || {
+                    let mut s = TcpStream::connect(addr).unwrap();
+                    socket2::SockRef::from(&s)
+                        .set_send_buffer_size(4096)
+                        .unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    let mut expected = Vec::new();
+                    for i in 0..PIECES {
+                        let p = piece(i, PIECE_BYTES);
+                        s.write_all(&p).unwrap();
+                        expected.extend_from_slice(&p);
+                    }
+                    let mut next = [0u8; 1];
+                    let answered = s.read_exact(&mut next).map(|()| next[0]);
+                    (expected, answered)
+                })
+                .join()
+                .unwrap();
+            let (read, got) = peer.join().unwrap();
+            read.unwrap_or_else(|e| {
+                panic!("{backend}, round {round}: the peer never got the whole reply: {e}")
+            });
+            assert!(got == expected, "{backend}, round {round}: bytes differ");
+            assert_eq!(answered.unwrap(), b'?', "{backend}, round {round}");
+        }
+    }
+}
+
+/// The rest of a send behind waits for room no longer than the stream's write timeout: with a
+/// peer that never reads, a later write fails with `TimedOut` (it would hang if the rest's
+/// send waited for room forever).
+#[test]
+fn the_rest_of_a_send_behind_waits_no_longer_than_the_write_timeout() {
+    for backend in backends() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let peer = std::thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            // Never reads; holds the connection until the writer gave up.
+            done_rx.recv_timeout(Duration::from_secs(30)).ok();
+            drop(s);
+        });
+        let c = cluster(backend, 1);
+        let (tx, rx) = std::sync::mpsc::channel();
+        c.spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.set_write_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            let started = std::time::Instant::now();
+            let mut written = 0usize;
+            let err = loop {
+                match s.write_all(&piece(1, 8_000)) {
+                    Ok(()) => written += 8_000,
+                    Err(e) => break e,
+                }
+                assert!(written < 1 << 30, "{backend}: writes never failed");
+            };
+            tx.send((err.kind(), started.elapsed())).unwrap();
+        });
+        let (kind, took) = rx
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("{backend}: a write waited past its timeout"));
+        assert_eq!(kind, ErrorKind::TimedOut, "{backend}");
+        assert!(took < Duration::from_secs(10), "{backend}: {took:?}");
+        done_tx.send(()).unwrap();
+        peer.join().unwrap();
+    }
+}

@@ -163,7 +163,8 @@ pub fn read_response(s: &mut impl Read, head_only: bool) -> Option<Response> {
     if !head_only && status != 304 {
         let len: usize = r.header("content-length").unwrap().parse().unwrap();
         r.body = vec![0; len];
-        s.read_exact(&mut r.body).unwrap();
+        s.read_exact(&mut r.body)
+            .unwrap_or_else(|e| panic!("the {len}-byte body of a {status} response: {e}"));
     }
     Some(r)
 }

@@ -93,7 +93,8 @@ impl SendSide {
         if let Some(total @ 1..=behind::MAX_BYTES) = total {
             if !crate::fiber::current::is_cancelled() {
                 if let Some(Driver::Uring(ring)) = op::current_driver() {
-                    let n = claim.queue(ring, fd, bufs);
+                    let timeout_ns = self.timeout_ns.load(crate::loom::Ordering::Relaxed);
+                    let n = claim.queue(ring, fd, timeout_ns, bufs);
                     drop(claim);
                     debug_assert_eq!(n, total);
                     // It completed without parking, like a ready socket on epoll.

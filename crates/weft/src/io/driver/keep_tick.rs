@@ -164,7 +164,7 @@ impl KeepTick {
     }
 
     /// Whether a keeper timer is in flight.
-    #[cfg(test)]
+    #[inline]
     pub(crate) fn is_armed(&self) -> bool {
         self.armed.get()
     }

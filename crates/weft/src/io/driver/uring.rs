@@ -22,7 +22,9 @@
 //! An operation's SQE carries the address of its [`Completion`] record (8-aligned, on the
 //! submitting fiber's stack). Its `ASYNC_CANCEL` carries the same address with bit 0 set, so
 //! its completion can acknowledge the cancel. A write-behind send (`io/behind.rs`) carries its
-//! slot's address with bit 1 set (`behind::TAG`); nobody waits on it, so its completion wakes
+//! slot's address with bit 1 set (`behind::TAG`; the send of a rest the socket could not take
+//! at once has bit 2 too, `behind::RESEND_TAG`, and may be linked to a timeout whose
+//! `user_data` is `behind::RESEND_TIMEOUT`); nobody waits on it, so its completion wakes
 //! a fiber only if one asked to be woken. `WAKER` (`1`) is the `READ` posted on the
 //! processor's eventfd, which stays posted while the processor sleeps so another thread ends
 //! the sleep by writing the eventfd.
@@ -34,9 +36,12 @@
 //! goes straight from an empty run queue to sleep ([`PollMode::BeforePark`]) leaves the whole
 //! batch to that sleeping enter: one syscall submits, reaps what completed inline, and waits.
 //! The batch's write-behind sends complete as that enter submits them (and promptly in any
-//! case: `MSG_DONTWAIT`), so it waits for one completion more than it holds sends: a reply's
-//! own send does not end the sleep it was submitted by (which cost a second enter and a second
-//! pass of the processor's loop a request at one request a wake-up).
+//! case: `MSG_DONTWAIT`), so while the tick keeper is in flight it waits for one completion
+//! more than it holds sends: a reply's own send does not end the sleep it was submitted by
+//! (which cost a second enter and a second pass of the processor's loop a request at one
+//! request a wake-up). The keeper bounds that sleep: a send the socket took only in part
+//! needs a drain to hand its rest back to the ring. Without a keeper in flight the sleep
+//! waits for one completion.
 //! Completions go the same way: every round reaps what the completion queue holds (loads only),
 //! but the kernel's pending completion work (`IORING_SQ_TASKRUN`) is run by an enter only when
 //! the run queue empties or on a submission round once the fibers the last drain woke had their
@@ -95,9 +100,10 @@ pub(crate) struct Uring {
     waker_posted: Cell<bool>,
     /// SQEs pushed but not submitted yet.
     unsubmitted: Cell<u32>,
-    /// How many of them are write-behind sends ([`behind::TAG`]). Each completes while the
-    /// enter that submits it runs (`MSG_DONTWAIT`), so the sleeping enter waits for one
-    /// completion more than these ([`Uring::park`]).
+    /// How many of them are write-behind sends ([`behind::TAG`], not the sends of their
+    /// rests). Each completes while the enter that submits it runs (`MSG_DONTWAIT`), so the
+    /// sleeping enter waits for one completion more than these while the tick keeper is in
+    /// flight ([`Uring::park`]).
     sends_unsubmitted: Cell<u32>,
     /// The first round at which a busy processor may run the kernel's pending completion work
     /// again: the round of the last drain plus the fibers it woke ([`busy_reap_allowed`]).
@@ -250,7 +256,8 @@ impl Uring {
         }
         self.unsubmitted.set(self.unsubmitted.get() + 1);
         let data = entry.get_user_data();
-        if data & 3 == behind::TAG {
+        // Not the send of a rest: that one waits for room.
+        if data & 7 == behind::TAG {
             self.sends_unsubmitted.set(self.sends_unsubmitted.get() + 1);
         }
         if data != WAKER && data != WAKER_CANCEL && data != KEEPER {
@@ -466,10 +473,18 @@ impl Uring {
             // The batch's write-behind sends complete while this enter submits them; waiting
             // for one completion would end the sleep on the first of them, and the processor
             // would go round its loop to a second enter (0.96 a request at one request a
-            // wake-up, docs/notes/scale.md). So it waits for one more than they are. A send
-            // that completes later instead (a kernel that punts it to a worker) still
-            // completes: `MSG_DONTWAIT` never waits for room, so nothing is lost but time.
-            let want = 1 + self.sends_unsubmitted.get() as usize;
+            // wake-up, docs/notes/scale.md). So it waits for one more than they are, while
+            // the tick keeper is in flight: a send the socket took only in part must have its
+            // rest handed back to the ring (`behind::complete`), which only a drain does, and
+            // the keeper's expiry (within a tick) ends the sleep if nothing else does. With no
+            // keeper in flight (an idle processor's sporadic request, or keepers turned off) it
+            // waits for one completion: a short send would otherwise wait for the next
+            // request, which the client sends only once it has the whole reply.
+            let want = if self.keep.is_armed() {
+                1 + self.sends_unsubmitted.get() as usize
+            } else {
+                1
+            };
             let result = match timeout {
                 None => submitter.submit_and_wait(want),
                 Some(left) => {
@@ -529,8 +544,12 @@ impl Uring {
                 } else if data == KEEPER {
                     self.keep.fired();
                 } else if data & 3 == behind::TAG {
-                    // SAFETY: a write-behind send's completion, reported once, here.
-                    unsafe { behind::complete(data, cqe.result()) };
+                    // SAFETY: a write-behind send's completion, reported once, here, on the
+                    // ring's own thread.
+                    unsafe { behind::complete(Some(self), data, cqe.result()) };
+                    self.in_flight.set(self.in_flight.get() - 1);
+                } else if data == behind::RESEND_TIMEOUT {
+                    // The send it was linked to says the outcome.
                     self.in_flight.set(self.in_flight.get() - 1);
                 } else if data & 1 == 1 {
                     // SAFETY: a cancel's record lives until its fiber sees ACK
@@ -572,7 +591,11 @@ fn busy_reap_allowed(tick: u64, reap_after: u64) -> bool {
 /// Whether a completion's `user_data` is an operation's record (not a cancel, a write-behind
 /// send, or one of the driver's own).
 fn is_operation(data: u64) -> bool {
-    data & 3 == 0 && data != WAKER && data != WAKER_CANCEL && data != KEEPER
+    data & 3 == 0
+        && data != WAKER
+        && data != WAKER_CANCEL
+        && data != KEEPER
+        && data != behind::RESEND_TIMEOUT
 }
 
 impl Drop for Uring {
@@ -623,8 +646,9 @@ impl Drop for Uring {
                     waker_done = true;
                 } else if data & 3 == behind::TAG {
                     // SAFETY: a write-behind send's completion, reported once, here: its
-                    // stream may outlive this ring and waits for it.
-                    unsafe { behind::complete(data, cqe.result()) };
+                    // stream may outlive this ring and waits for it (and sends any rest
+                    // itself: no ring to hand it to).
+                    unsafe { behind::complete(None, data, cqe.result()) };
                 }
             }
             if waker_done {
@@ -667,39 +691,83 @@ mod tests {
     fn a_sleep_with_a_send_in_its_batch_ends_on_another_completion() {
         use std::io::Read;
         use std::os::fd::AsRawFd;
-        use std::sync::atomic::{AtomicBool, Ordering};
 
         let waker = Arc::new(Waker::new(IoBackend::Uring).unwrap());
         let shared = Arc::new(DriverShared::new(Arc::clone(&waker)));
-        let ring = Uring::new(shared, Duration::ZERO).expect("io_uring works here");
+        let ring =
+            Uring::new(shared, super::super::keep_tick::MAX_PERIOD).expect("io_uring works here");
         let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
         let slot = behind::Slot::new();
         let mut claim = slot.claim();
-        let queued = claim.queue(&ring, a.as_raw_fd(), &[io::IoSlice::new(b"reply")]);
+        let queued = claim.queue(&ring, a.as_raw_fd(), 0, &[io::IoSlice::new(b"reply")]);
         assert_eq!(queued, 5);
-        let woken = Arc::new(AtomicBool::new(false));
-        let waking = {
-            let woken = Arc::clone(&woken);
-            let waker = Arc::clone(&waker);
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(100));
-                woken.store(true, Ordering::SeqCst);
-                waker.wake();
-            })
-        };
-        // The sleeping enter submits the send, which completes at once; the sleep must last
-        // until something else completes (here the waker), not end on the send.
+        // The sleeping enter arms the tick keeper and submits the send, which completes at
+        // once; the sleep must last until something else completes (here the keeper, due
+        // within 10 ms), not end on the send.
         ring.park(Some(Duration::from_secs(30)));
         assert!(
-            woken.load(Ordering::SeqCst),
-            "the sleep ended on its own batch's send"
+            !ring.keep.is_armed(),
+            "the sleep ended on its own batch's send, before the keeper expired"
         );
-        waking.join().unwrap();
         claim
             .settle(|_| panic!("the send went out whole"))
             .expect("the send succeeded");
         let mut got = [0u8; 5];
         b.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"reply");
+    }
+
+    #[test]
+    fn the_rest_of_a_send_the_socket_took_in_part_goes_back_to_the_ring() {
+        use std::io::{Read, Write};
+        use std::os::fd::AsRawFd;
+
+        let waker = Arc::new(Waker::new(IoBackend::Uring).unwrap());
+        let shared = Arc::new(DriverShared::new(Arc::clone(&waker)));
+        // No keeper: the sleep that submits the send ends on its completion.
+        let ring = Uring::new(shared, Duration::ZERO).expect("io_uring works here");
+        let (mut a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        // Fill the socket, so the send can take nothing at once.
+        a.set_nonblocking(true).unwrap();
+        let mut filled = 0usize;
+        loop {
+            match a.write(&[7u8; 4096]) {
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let reply: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let slot = behind::Slot::new();
+        let mut claim = slot.claim();
+        assert_eq!(
+            claim.queue(&ring, a.as_raw_fd(), 0, &[io::IoSlice::new(&reply)]),
+            reply.len()
+        );
+        let started = Instant::now();
+        ring.park(Some(Duration::from_secs(30)));
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the sleep did not end on the short send"
+        );
+        // The peer reads everything; the processor only goes on sleeping and reaping (the
+        // writer writes nothing more, so no settle sends the rest for it).
+        let want = filled + reply.len();
+        let reader = std::thread::spawn(move || {
+            b.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut all = vec![0u8; want];
+            b.read_exact(&mut all).map(|()| all)
+        });
+        while !reader.is_finished() {
+            ring.park(Some(Duration::from_millis(20)));
+        }
+        let all = reader
+            .join()
+            .unwrap()
+            .expect("the rest of the send reached the peer");
+        assert!(all[filled..] == reply[..], "the rest arrived in order");
+        claim
+            .settle(|_| panic!("the ring sent the rest"))
+            .expect("the send succeeded in the end");
     }
 }
