@@ -131,10 +131,11 @@ impl SendSide {
 
 impl Drop for SendSide {
     /// Settles the connection's write-behind send before the descriptor closes, as `close(2)`
-    /// lets buffered bytes go out: a fiber waits for it (and sends what the socket could not
-    /// take at once, within the write timeout); a plain thread or a cancelled fiber does not
-    /// wait but leaves the descriptor open with the slot until the send completes (bytes the
-    /// socket could not take at once are then dropped).
+    /// lets buffered bytes go out: a fiber waits for it (the ring sends what the socket could
+    /// not take at once, within the write timeout); a plain thread or a cancelled fiber does
+    /// not wait but leaves the descriptor open with the slot until the send, rest included,
+    /// completes (as long as the write timeout allows; without one, until the peer reads or
+    /// goes).
     fn drop(&mut self) {
         let Some(sock) = self.sock.take() else {
             return;
