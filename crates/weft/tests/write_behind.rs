@@ -389,3 +389,43 @@ fn the_rest_of_a_send_behind_waits_no_longer_than_the_write_timeout() {
         peer.join().unwrap();
     }
 }
+
+/// A fiber waiting for the rest of a send behind (its next write settles it, and the peer never
+/// reads) stops waiting when cancelled, as a fiber blocked in an ordinary send does.
+#[test]
+fn a_write_waiting_for_the_rest_of_a_send_behind_returns_when_its_fiber_is_cancelled() {
+    for backend in backends() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let peer = std::thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            done_rx.recv_timeout(Duration::from_secs(30)).ok();
+            drop(s);
+        });
+        let c = cluster(backend, 1);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer = c.spawn(move || {
+            // No write timeout: only the cancel ends the wait.
+            let mut s = TcpStream::connect(addr).unwrap();
+            let err = loop {
+                if let Err(e) = s.write_all(&piece(2, 8_000)) {
+                    break e;
+                }
+            };
+            tx.send(err).unwrap();
+        });
+        // Long enough for the socket buffers to fill and the writes to block.
+        std::thread::sleep(Duration::from_millis(500));
+        writer.cancel();
+        let err = rx
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{backend}: a cancelled write kept waiting"));
+        assert!(
+            err.get_ref().is_some_and(|e| e.is::<weft::Cancelled>()),
+            "{backend}: {err}"
+        );
+        done_tx.send(()).unwrap();
+        peer.join().unwrap();
+    }
+}

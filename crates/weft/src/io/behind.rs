@@ -238,13 +238,16 @@ impl Claim<'_> {
     /// socket did not take to `send` (the ordinary blocking send, called until all of it went
     /// or it fails). Returns the send's error, or `send`'s.
     ///
-    /// Waits uncancellably for the completion: it comes with the next submission of the ring
-    /// that has it when the socket had room, and otherwise once the socket took the rest, or
-    /// the stream's write timeout (as it was when the write was queued) ran out, or the send
-    /// failed: as long as a blocking `write` of the rest would have waited. Call it from a fiber
-    /// or a plain thread, not from a processor's own loop (which would wait for its own ring).
+    /// Waits for the completion: it comes with the next submission of the ring that has it
+    /// when the socket had room, and otherwise once the socket took the rest, or the stream's
+    /// write timeout (as it was when the write was queued) ran out, or the send failed: as
+    /// long as a blocking `write` of the rest would have waited. A cancelled fiber stops
+    /// waiting if `cancellable` (the error of a cancelled operation; the send stays in flight
+    /// and the next settle waits for it again). Call it from a fiber or a plain thread, not
+    /// from a processor's own loop (which would wait for its own ring).
     pub(crate) fn settle(
         &mut self,
+        cancellable: bool,
         mut send: impl FnMut(&[u8]) -> io::Result<usize>,
     ) -> io::Result<()> {
         if !self.writer().in_flight {
@@ -254,13 +257,21 @@ impl Claim<'_> {
             Some(r) => r,
             None => {
                 let in_fiber = fiber::in_fiber();
-                self.slot.signal.wait(park::current_unparker, || {
-                    if in_fiber {
-                        park::park_current(None);
-                    } else {
-                        std::thread::park();
-                    }
-                })
+                let waited = self.slot.signal.wait_until(
+                    park::current_unparker,
+                    || {
+                        if in_fiber {
+                            park::park_current(None);
+                        } else {
+                            std::thread::park();
+                        }
+                    },
+                    || cancellable && in_fiber && fiber::is_cancelled(),
+                );
+                match waited {
+                    Some(r) => r,
+                    None => return Err(crate::io::op::cancelled()),
+                }
             }
         };
         self.writer().in_flight = false;

@@ -11,10 +11,15 @@
 //!   then: the previous completion was waited for ([`Signal::poll`] saw `DONE`).
 //! - [`Signal::complete`] (driver): store the result, `fetch_or(DONE)`; if `WAITING` was set,
 //!   take the waiter out of the slot and wake it.
-//! - [`Signal::wait`] (writer): until `DONE` is seen: put itself in the slot, `fetch_or(WAITING)`;
+//! - [`Signal::wait_until`] (writer): until `DONE` is seen: put itself in the slot, `fetch_or(WAITING)`;
 //!   if that saw `DONE`, stop, else park. The two `fetch_or`s are ordered against each other, so
 //!   either the driver sees `WAITING` (and the waiter, stored before it) or the writer sees
 //!   `DONE`: no wake-up is lost.
+//!
+//! A writer may give up waiting ([`Signal::wait_until`], a cancelled fiber): it takes itself
+//! out of the slot and leaves `WAITING` set, so the driver then finds no waiter (or, racing
+//! with the take, wakes the writer once too often), and a later wait of the same send stores
+//! itself again and sees `DONE` or is woken as before.
 //!
 //! A driver that completed an earlier send may still be taking the slot's waiter when the
 //! writer already waits for the next send; it then wakes that waiter once too often, or takes
@@ -22,7 +27,8 @@
 //! re-checks `DONE`), and a waiter that wakes stores itself again before it parks again.
 //!
 //! What the models check: the writer reads the result published with `DONE`; a waiting writer is
-//! always woken (loom reports a deadlock otherwise), also across two sends in a row.
+//! always woken (loom reports a deadlock otherwise), also across two sends in a row, and after
+//! an earlier wait for the same send gave up.
 
 use crate::loom::{AtomicI32, AtomicU8, Mutex, Ordering};
 use crate::poison::Recover;
@@ -86,14 +92,30 @@ impl<W: Wake> Signal<W> {
         }
     }
 
+    /// [`Signal::wait_until`] that never gives up.
+    #[cfg(loom)]
+    pub(crate) fn wait(&self, me: impl Fn() -> W, park: impl Fn()) -> i32 {
+        self.wait_until(me, park, || false).expect("never gives up")
+    }
+
     /// The writer: waits for the result. `me` makes a waker for the caller; `park` suspends it
     /// until that waker is used (a wake-up that came first must make it return at once, and it
-    /// may return spuriously).
-    pub(crate) fn wait(&self, me: impl Fn() -> W, park: impl Fn()) -> i32 {
+    /// may return spuriously). Gives up (`None`) when `give_up` says so, checked before each
+    /// park: the send stays in flight, and a later wait (or [`Signal::poll`]) still gets its
+    /// result.
+    pub(crate) fn wait_until(
+        &self,
+        me: impl Fn() -> W,
+        park: impl Fn(),
+        give_up: impl Fn() -> bool,
+    ) -> Option<i32> {
         let mut stored = false;
         let r = loop {
             if let Some(r) = self.poll() {
-                break r;
+                break Some(r);
+            }
+            if give_up() {
+                break None;
             }
             *slot(&self.waiter) = Some(me());
             stored = true;
@@ -130,6 +152,22 @@ mod loom {
 
     fn wait(s: &Signal<thread::Thread>) -> i32 {
         s.wait(thread::current, thread::park)
+    }
+
+    /// A writer woken (spuriously, or by a cancel) gives up, then waits for the same send again.
+    #[test]
+    fn a_wait_that_gave_up_does_not_lose_the_next_wait_of_the_same_send() {
+        ::loom::model(|| {
+            let s = Arc::new(Signal::new());
+            let woken = std::cell::Cell::new(false);
+            s.arm();
+            let d = driver(&s, 7);
+            // The first park returns at once, as a cancel's unpark would; then it gives up.
+            let first = s.wait_until(thread::current, || woken.set(true), || woken.get());
+            assert!(first.is_none() || first == Some(7));
+            assert_eq!(wait(&s), 7);
+            d.join().unwrap();
+        });
     }
 
     #[test]

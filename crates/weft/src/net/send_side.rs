@@ -88,7 +88,7 @@ impl SendSide {
         let deadline = OnceCell::new();
         let deadline = || *deadline.get_or_init(|| self.deadline());
         let mut claim = self.slot.claim();
-        claim.settle(|rest| sockio::send_now(fd, reg, rest, deadline()))?;
+        claim.settle(true, |rest| sockio::send_now(fd, reg, rest, deadline()))?;
         let total = bufs.iter().try_fold(0usize, |n, b| n.checked_add(b.len()));
         if let Some(total @ 1..=behind::MAX_BYTES) = total {
             if !crate::fiber::current::is_cancelled() {
@@ -111,20 +111,26 @@ impl SendSide {
     }
 
     /// Settles the write-behind send in flight, if any (see `io/behind.rs`): afterwards every
-    /// byte written before is with the kernel, or the error that stopped it is returned.
+    /// byte written before is with the kernel, or the error that stopped it is returned (a
+    /// cancelled fiber's among them: the send then stays in flight).
     pub(crate) fn settle(&self, reg: &Registration) -> io::Result<()> {
+        self.settle_with(reg, true)
+    }
+
+    fn settle_with(&self, reg: &Registration, cancellable: bool) -> io::Result<()> {
         let fd = self.sock().as_raw_fd();
         let deadline = OnceCell::new();
-        self.slot.claim().settle(|rest| {
+        self.slot.claim().settle(cancellable, |rest| {
             let deadline = *deadline.get_or_init(|| self.deadline());
             sockio::send_now(fd, reg, rest, deadline)
         })
     }
 
-    /// The socket, once every write is settled (`into_raw_fd`, `OwnedFd::from`).
+    /// The socket, once every write is settled (`into_raw_fd`, `OwnedFd::from`). Waits even in
+    /// a cancelled fiber: the caller may close the descriptor, which no send in flight may name.
     pub(crate) fn into_socket(mut self, reg: &Registration) -> Socket {
         // Errors have nowhere to go here, as when std's sockets are closed with data unsent.
-        let _ = self.settle(reg);
+        let _ = self.settle_with(reg, false);
         self.sock.take().expect("present until taken")
     }
 }
@@ -132,10 +138,10 @@ impl SendSide {
 impl Drop for SendSide {
     /// Settles the connection's write-behind send before the descriptor closes, as `close(2)`
     /// lets buffered bytes go out: a fiber waits for it (the ring sends what the socket could
-    /// not take at once, within the write timeout); a plain thread or a cancelled fiber does
-    /// not wait but leaves the descriptor open with the slot until the send, rest included,
-    /// completes (as long as the write timeout allows; without one, until the peer reads or
-    /// goes).
+    /// not take at once, within the write timeout); a plain thread or a cancelled fiber (also
+    /// one cancelled while it waits) does not wait but leaves the descriptor open with the slot
+    /// until the send, rest included, completes (as long as the write timeout allows; without
+    /// one, until the peer reads or goes).
     fn drop(&mut self) {
         let Some(sock) = self.sock.take() else {
             return;
@@ -150,7 +156,11 @@ impl Drop for SendSide {
             // A registration of our own: this handle's is gone (only epoll uses it, for a
             // socket it may then add again, which it tolerates).
             let reg = Registration::new();
-            let _ = claim.settle(|rest| sockio::send_now(fd, &reg, rest, deadline));
+            let _ = claim.settle(true, |rest| sockio::send_now(fd, &reg, rest, deadline));
+            if claim.in_flight() {
+                // Cancelled while it waited: the send still names the descriptor.
+                claim.keep(sock.into());
+            }
         } else {
             claim.keep(sock.into());
         }

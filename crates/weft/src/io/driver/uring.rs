@@ -710,7 +710,7 @@ mod tests {
             "the sleep ended on its own batch's send, before the keeper expired"
         );
         claim
-            .settle(|_| panic!("the send went out whole"))
+            .settle(false, |_| panic!("the send went out whole"))
             .expect("the send succeeded");
         let mut got = [0u8; 5];
         b.read_exact(&mut got).unwrap();
@@ -767,7 +767,7 @@ mod tests {
             .expect("the rest of the send reached the peer");
         assert!(all[filled..] == reply[..], "the rest arrived in order");
         claim
-            .settle(|_| panic!("the ring sent the rest"))
+            .settle(false, |_| panic!("the ring sent the rest"))
             .expect("the send succeeded in the end");
     }
 }
