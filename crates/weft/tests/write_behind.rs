@@ -32,6 +32,24 @@ fn reading_peer(delay: Duration) -> (std::net::SocketAddr, std::thread::JoinHand
     (addr, t)
 }
 
+/// A plain-thread peer that accepts one connection and never reads from it; it closes the
+/// connection once told to (or after 30 s).
+fn silent_peer() -> (
+    std::net::SocketAddr,
+    std::sync::mpsc::Sender<()>,
+    std::thread::JoinHandle<()>,
+) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let peer = std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        done_rx.recv_timeout(Duration::from_secs(30)).ok();
+        drop(s);
+    });
+    (addr, done_tx, peer)
+}
+
 /// The `i`-th piece of a test stream: `len` bytes that say where they belong.
 fn piece(i: u32, len: usize) -> Vec<u8> {
     (0..len).map(|k| (i as usize * 31 + k) as u8).collect()
@@ -354,15 +372,7 @@ fn a_reply_the_socket_took_in_part_goes_out_while_the_writer_waits_to_read() {
 #[test]
 fn the_rest_of_a_send_behind_waits_no_longer_than_the_write_timeout() {
     for backend in backends() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (done_tx, done_rx) = std::sync::mpsc::channel();
-        let peer = std::thread::spawn(move || {
-            let (s, _) = listener.accept().unwrap();
-            // Never reads; holds the connection until the writer gave up.
-            done_rx.recv_timeout(Duration::from_secs(30)).ok();
-            drop(s);
-        });
+        let (addr, done_tx, peer) = silent_peer();
         let c = cluster(backend, 1);
         let (tx, rx) = std::sync::mpsc::channel();
         c.spawn(move || {
@@ -395,14 +405,7 @@ fn the_rest_of_a_send_behind_waits_no_longer_than_the_write_timeout() {
 #[test]
 fn a_write_waiting_for_the_rest_of_a_send_behind_returns_when_its_fiber_is_cancelled() {
     for backend in backends() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (done_tx, done_rx) = std::sync::mpsc::channel();
-        let peer = std::thread::spawn(move || {
-            let (s, _) = listener.accept().unwrap();
-            done_rx.recv_timeout(Duration::from_secs(30)).ok();
-            drop(s);
-        });
+        let (addr, done_tx, peer) = silent_peer();
         let c = cluster(backend, 1);
         let (tx, rx) = std::sync::mpsc::channel();
         let writer = c.spawn(move || {
