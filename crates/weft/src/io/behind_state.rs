@@ -11,10 +11,10 @@
 //!   then: the previous completion was waited for ([`Signal::poll`] saw `DONE`).
 //! - [`Signal::complete`] (driver): store the result, `fetch_or(DONE)`; if `WAITING` was set,
 //!   take the waiter out of the slot and wake it.
-//! - [`Signal::wait_until`] (writer): until `DONE` is seen: put itself in the slot, `fetch_or(WAITING)`;
-//!   if that saw `DONE`, stop, else park. The two `fetch_or`s are ordered against each other, so
-//!   either the driver sees `WAITING` (and the waiter, stored before it) or the writer sees
-//!   `DONE`: no wake-up is lost.
+//! - [`Signal::wait_until`] (writer): until `DONE` is seen: put itself in the slot,
+//!   `fetch_or(WAITING)`; if that saw `DONE`, stop, else park. The two `fetch_or`s are ordered
+//!   against each other, so either the driver sees `WAITING` (and the waiter, stored before
+//!   it) or the writer sees `DONE`: no wake-up is lost.
 //!
 //! A writer may give up waiting ([`Signal::wait_until`], a cancelled fiber): it takes itself
 //! out of the slot and leaves `WAITING` set, so the driver then finds no waiter (or, racing

@@ -645,9 +645,9 @@ impl Drop for Uring {
                 if data == WAKER {
                     waker_done = true;
                 } else if data & 3 == behind::TAG {
-                    // SAFETY: a write-behind send's completion, reported once, here: its
-                    // stream may outlive this ring and waits for it (and sends any rest
-                    // itself: no ring to hand it to).
+                    // Its stream may outlive this ring and waits for it (and sends any rest
+                    // itself: there is no ring to hand the rest to).
+                    // SAFETY: a write-behind send's completion, reported once, here.
                     unsafe { behind::complete(None, data, cqe.result()) };
                 }
             }
