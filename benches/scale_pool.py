@@ -40,8 +40,10 @@ the 25 % and 50 % points of records taken with PEER_TWICE=1. If weft served like
 the three runs of a round (weft, the peer, its second run) would be exchangeable: weft's rank
 among them (1 for the lowest p99) would be 1, 2 or 3 with equal odds, a mean of 2 with a
 standard error of sqrt(2/3 / rounds). It prints that mean rank for each of the three with the
-two-sided p of its distance from 2 (normal approximation), and two exact sign tests: weft's
-p99 against the peer's second run, and weft's busy CPU against the peer's first run. Records
+two-sided p of its distance from 2 (normal approximation), and three exact sign tests: weft's
+p99 against the peer's second run, the peer's first run against its second (the control's
+own split: the same binary twice, so any lean it shows is the machine's and the order's, and
+weft's split is read against it), and weft's busy CPU against the peer's first run. Records
 before 2026-11-27 23:00 ran the three in the order peer-2, peer, weft and its reverse, so the
 peer's first run was always in the middle of its round and weft and the second run at the
 ends: there the second run is the fair one to hold weft against. Later records rotate the
@@ -244,6 +246,13 @@ def significance_lines(proto, rows):
     under = sum(a < b for a, b in pairs)
     lines.append(f"{proto}: weft's p99 under the peer's second run's in {under} of {len(pairs)} rounds "
                  f"(ties left out; sign test p {shown_p(sign_test_p(under, len(pairs)))})")
+    # The same test between the peer's two runs (one binary, one command line): how uneven
+    # the machine and the order alone make a split here, to read weft's against.
+    control = [(p["p99_us"], p2["p99_us"]) for _, p, p2 in rows if p["p99_us"] != p2["p99_us"]]
+    first = sum(a < b for a, b in control)
+    lines.append(f"{proto}: the peer's p99 under its second run's in {first} of {len(control)} rounds "
+                 f"(ties left out; sign test p {shown_p(sign_test_p(first, len(control)))}): the "
+                 f"control's own split")
     busy = [(w.get("server_busy"), p.get("server_busy")) for w, p, _ in rows]
     busy = [(a, b) for a, b in busy if a and b and a != b]
     if busy:

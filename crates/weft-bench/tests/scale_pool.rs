@@ -1,6 +1,6 @@
 //! benches/scale_pool.py's `--significance`, run on records written here: a weft that is the
 //! slowest and busiest of every round is told apart from the peer, and one that takes each
-//! place in turn is not.
+//! place in turn is not; the control's own split (the peer's two runs) is printed beside.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -80,6 +80,13 @@ fn a_server_slowest_and_busiest_in_every_round_is_told_apart() {
         out.contains("busy CPU over the peer's in 40 of 40 rounds (sign test p < 0.001)"),
         "{out}"
     );
+    // The control's own split: here the peer's first run is under its second in every round.
+    assert!(
+        out.contains(
+            "the peer's p99 under its second run's in 40 of 40 rounds (ties left out; sign test p < 0.001)"
+        ),
+        "{out}"
+    );
 }
 
 #[test]
@@ -106,6 +113,13 @@ fn a_server_that_takes_each_place_in_turn_is_not() {
     );
     assert!(
         out.contains("busy CPU over the peer's in 18 of 36 rounds (sign test p 1.000)"),
+        "{out}"
+    );
+    // The peer under its second run where weft ranks 1 or 3 (rounds 0 and 2 of every three).
+    assert!(
+        out.contains(
+            "the peer's p99 under its second run's in 24 of 36 rounds (ties left out; sign test p 0.065)"
+        ),
         "{out}"
     );
 }
