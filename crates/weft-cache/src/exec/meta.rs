@@ -206,7 +206,7 @@ fn mget(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
     }
     if won {
         out.push(b" W");
-        lk.entry_mut(idx).bits |= TOKEN_SENT;
+        lk.set_bits(idx, TOKEN_SENT, 0);
     }
     out.push(b"\r\n");
     if of.value {
@@ -381,10 +381,8 @@ fn mdelete(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
             if of.new_ttl {
                 lk.set_exptime(idx, exptime);
             }
-            let e = lk.entry_mut(idx);
-            e.bits |= STALE;
-            e.bits &= !TOKEN_SENT;
-            e.cas = cas;
+            lk.set_bits(idx, STALE, TOKEN_SENT);
+            lk.set_cas(idx, cas);
             (b"HD", true)
         }
         Some(idx) => {

@@ -7,7 +7,7 @@
 /// memcached's `MAX_NUMBER_OF_SLAB_CLASSES`: class ids are `1..CLASSES`.
 pub const CLASSES: usize = 64;
 /// memcached's `sizeof(item)` on 64-bit.
-const ITEM_HEADER_BYTES: usize = 48;
+pub const ITEM_HEADER_BYTES: usize = 48;
 /// memcached's slab page (`settings.slab_page_size`, 1 MiB).
 pub const SLAB_PAGE_BYTES: usize = 1024 * 1024;
 

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::entry::{index_bytes, FETCHED};
+use super::entry::{index_bytes, FETCHED, HEADER_BYTES};
 use super::shard::Shard;
 use super::slab::{Chunk, PAGE_BYTES};
 use super::{classes, fatal, Locked, OutOfMemory, Store, SHARDS};
@@ -26,7 +26,7 @@ pub(super) struct Gone {
 impl Store {
     /// Unlinks an item from `shard`, gives its chunks back and uncharges its index bytes.
     pub(super) fn take(&self, shard: &mut Shard, idx: u32) -> Gone {
-        let (e, index) = shard.remove(idx);
+        let (e, index) = shard.remove(idx, &self.slabs);
         self.used_bytes.fetch_sub(index, Ordering::Relaxed);
         let gone = Gone {
             class: e.class,
@@ -34,14 +34,15 @@ impl Store {
             exptime: e.exptime,
             bits: e.bits,
         };
-        for c in e.into_chunks() {
+        for c in e.chunks {
             self.slabs.free(c);
         }
         gone
     }
 
     /// The classes of the chunks an item takes: one chunk of its class, or, above the
-    /// largest chunk, largest chunks and one chunk for the rest (memcached's chained items).
+    /// largest chunk, largest chunks and one chunk for the rest (memcached's chained items;
+    /// the header and key are in the first).
     pub(super) fn chunk_plan(&self, key_len: usize, flags: u32, data_len: usize) -> Vec<u8> {
         let classes = &self.config.classes;
         let size = classes::item_bytes(key_len, flags, data_len, self.config.use_cas);
@@ -50,7 +51,7 @@ impl Store {
         if size <= max {
             return vec![classes.class_of(size)];
         }
-        let stored = key_len + data_len;
+        let stored = HEADER_BYTES + key_len + data_len;
         let mut plan = vec![largest as u8; stored / max];
         if stored % max != 0 {
             plan.push(classes.class_of(stored % max));
@@ -239,9 +240,10 @@ impl Store {
     fn drain_page_of(&self, class: u8) -> bool {
         let Some(page) = (0..SHARDS).find_map(|i| {
             let shard = self.lock_shard(i);
-            shard
-                .tail(class)
-                .map(|t| self.slabs.page_of(&shard.entry(t).first))
+            shard.tail(class).map(|t| {
+                self.slabs
+                    .page_at(std::ptr::from_ref(shard.entry(t)).addr())
+            })
         }) else {
             return false;
         };
@@ -257,7 +259,8 @@ impl Store {
             for list in [class, largest] {
                 shard.for_each_in_class(list, |idx, e| {
                     let in_page = |c: &Chunk| self.slabs.page_of(c) == page;
-                    if in_page(&e.first) || e.rest.as_ref().is_some_and(|r| r.iter().any(in_page)) {
+                    let first = self.slabs.page_at(std::ptr::from_ref(e).addr());
+                    if first == page || e.rest_chunks().iter().any(in_page) {
                         doomed.push(idx);
                     }
                 });

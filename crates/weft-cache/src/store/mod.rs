@@ -533,8 +533,23 @@ impl<'s> Locked<'s> {
         self.sh().entry(idx)
     }
 
-    pub fn entry_mut(&mut self, idx: u32) -> &mut Entry {
+    /// The item's header to change, inside the store only: a header must stay where
+    /// [`Entry::place`] put it (its key and data follow it), which a `&mut Entry` outside
+    /// could swap away. Callers outside change fields through [`Locked::set_bits`] and
+    /// [`Locked::set_cas`].
+    fn entry_mut(&mut self, idx: u32) -> &mut Entry {
         self.sh_mut().entry_mut(idx)
+    }
+
+    /// Sets the bits `set` and then clears the bits `clear` of an item's [`Entry::bits`].
+    pub fn set_bits(&mut self, idx: u32, set: u8, clear: u8) {
+        let e = self.entry_mut(idx);
+        e.bits = (e.bits | set) & !clear;
+    }
+
+    /// Gives an item a new CAS value.
+    pub fn set_cas(&mut self, idx: u32, cas: u64) {
+        self.entry_mut(idx).cas = cas;
     }
 
     /// memcached's `do_item_bump` on a fetch: marks it fetched and [`ACTIVE`] (so the next
@@ -611,14 +626,10 @@ impl<'s> Locked<'s> {
         if let Some(old) = old {
             self.unlink(old);
         }
-        let mut entry = Entry::filled(chunks, key, data, store.config.classes.class_of(size));
-        entry.hash = hash;
-        entry.cas = store.item_cas();
-        entry.flags = flags;
-        entry.exptime = exptime;
-        entry.time = self.now;
-        entry.bits = bits;
-        let (idx, index) = self.sh_mut().insert(entry);
+        let class = store.config.classes.class_of(size);
+        let at = Entry::place(chunks, key, data, class, flags, exptime, self.now, bits);
+        let (idx, index) = self.sh_mut().insert(at, hash);
+        self.sh_mut().entry_mut(idx).cas = store.item_cas();
         store.used_bytes.fetch_add(index, Ordering::Relaxed);
         bump(&store.stats.total_items);
         self.fit_index_bytes(idx);

@@ -205,6 +205,9 @@ impl Slabs {
         // the kernel backs it, not its contents (untouched, so zero).
         let large_pages = large_pages
             && unsafe { libc::madvise(base.as_ptr().cast(), len, libc::MADV_HUGEPAGE) } == 0;
+        // Exposed once, so an item's header may find its key and data from its own
+        // address ([`super::entry::Entry`]) with the pages' provenance.
+        let _ = mapping.as_ptr().expose_provenance();
         let pools = (0..classes.len())
             .map(|_| Mutex::new(ClassPool::default()))
             .collect();
@@ -449,7 +452,26 @@ impl Slabs {
 
     /// The page `chunk` lies in.
     pub fn page_of(&self, chunk: &Chunk) -> usize {
-        (chunk.ptr.as_ptr() as usize - self.base.as_ptr() as usize) / PAGE_BYTES
+        self.page_at(chunk.ptr.as_ptr().addr())
+    }
+
+    /// The page the address `addr` (inside the pages) lies in.
+    pub fn page_at(&self, addr: usize) -> usize {
+        (addr - self.base.as_ptr().addr()) / PAGE_BYTES
+    }
+
+    /// The chunk of `class` that starts at `start`, as a [`Chunk`] again (an item keeps
+    /// its first chunk as the address of its header: `Entry::take`).
+    ///
+    /// # Safety
+    /// `start` is the start of a chunk of `class` that a [`Chunk`] owned and whose owner
+    /// gave it up to the caller (it is no one else's and not free).
+    pub unsafe fn chunk_at(&self, start: NonNull<u8>, class: u8) -> Chunk {
+        Chunk {
+            ptr: start,
+            cap: self.classes.chunk_size(usize::from(class)) as u32,
+            class,
+        }
     }
 
     /// Takes a page from `class` for the rebalancer when every chunk of some page of it is
