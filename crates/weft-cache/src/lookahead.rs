@@ -4,7 +4,7 @@
 //! of all the keys are on their way together and the requests then find the lines in cache.
 //!
 //! Why: a get's time in the store is dependent cache misses, the table's control group and
-//! element and then the item (its key, slot and value lines). Run one after another, a read
+//! element and then the item (its header, key and value lines). Run one after another, a read
 //! of four gets waits for twelve misses; with the look-ahead the keys' misses overlap
 //! (`docs/notes/scale.md`, "Pipelined gets" and the twenty-ninth session). A read with one
 //! get has nothing to overlap and is left alone, so a connection with one request

@@ -210,7 +210,7 @@ impl Store {
     }
 
     /// Looks `keys` up without answering, asking for the lines gets of them will read (each
-    /// item's slot, key and value: `Shard::prefetch`); for [`crate::lookahead`]. Changes
+    /// item's header, key and value: `Shard::prefetch`); for [`crate::lookahead`]. Changes
     /// nothing.
     ///
     /// Every shard the keys fall in is locked first, then every key is looked up, then the

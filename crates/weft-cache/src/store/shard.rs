@@ -44,10 +44,10 @@ pub const SECOND_CHANCES: usize = 5;
 
 /// What the table holds for an item: its slot, and its header's address and key's length
 /// (see the module docs), packed into 12 bytes (8 more than a bare slot index): the
-/// header's address in the low 56 bits of `key` and the key's length in the top 8.
+/// header's address in the low 56 bits of `at` and the key's length in the top 8.
 #[derive(Debug, Clone, Copy)]
 struct Indexed {
-    key: [u32; 2],
+    at: [u32; 2],
     idx: u32,
 }
 
@@ -57,7 +57,7 @@ const ITEM_PREFETCH_LINES: usize = 4;
 
 /// Addresses the packing holds (user-space addresses on Linux stay below 2^47, or 2^56
 /// with 5-level page tables).
-const KEY_ADDR_BITS: u32 = 56;
+const ADDR_BITS: u32 = 56;
 
 impl Indexed {
     fn of(idx: u32, at: NonNull<Entry>, key_len: usize) -> Indexed {
@@ -65,20 +65,20 @@ impl Indexed {
         // the address back into a pointer.
         let addr = at.as_ptr().addr() as u64;
         assert!(
-            addr >> KEY_ADDR_BITS == 0,
-            "weft: a slab address above 2^{KEY_ADDR_BITS}"
+            addr >> ADDR_BITS == 0,
+            "weft: a slab address above 2^{ADDR_BITS}"
         );
-        let packed = addr | (key_len as u64) << KEY_ADDR_BITS;
+        let packed = addr | (key_len as u64) << ADDR_BITS;
         Indexed {
-            key: [packed as u32, (packed >> 32) as u32],
+            at: [packed as u32, (packed >> 32) as u32],
             idx,
         }
     }
 
     /// Where the item's header starts (its first chunk's start).
     fn header_addr(&self) -> usize {
-        let packed = u64::from(self.key[0]) | u64::from(self.key[1]) << 32;
-        (packed & ((1 << KEY_ADDR_BITS) - 1)) as usize
+        let packed = u64::from(self.at[0]) | u64::from(self.at[1]) << 32;
+        (packed & ((1 << ADDR_BITS) - 1)) as usize
     }
 
     fn header(&self) -> NonNull<Entry> {
@@ -88,7 +88,7 @@ impl Indexed {
 
     fn key(&self) -> &[u8] {
         let addr = self.header_addr() + HEADER_BYTES;
-        let len = (self.key[1] >> (KEY_ADDR_BITS - 32)) as usize;
+        let len = (self.at[1] >> (ADDR_BITS - 32)) as usize;
         let ptr = std::ptr::with_exposed_provenance::<u8>(addr);
         // SAFETY: the element is in the table, so its item is, and its header is at the
         // address packed in `of`, with the `len` key bytes right after it; they live and do
