@@ -513,6 +513,14 @@ mod tests {
         Entry::place(vec![chunk], key, &[b"v\r\n"], 1, 0, 0, 0, 0)
     }
 
+    /// A page of class 1 and an empty shard (the shard is dropped first: its items' headers
+    /// are in the page).
+    fn one_page_and_a_shard() -> (Slabs, Shard) {
+        let slabs = Slabs::new(SizeClasses::default(), PAGE_BYTES, false);
+        assert!(slabs.add_page(1, || true));
+        (slabs, Shard::default())
+    }
+
     /// Removes an item and gives its chunks back.
     fn drop_item(s: &mut Shard, slabs: &Slabs, idx: u32) {
         s.remove(idx, slabs)
@@ -543,9 +551,7 @@ mod tests {
     /// slot that disagrees is not seen), and removal resets what `find` remembered.
     #[test]
     fn a_found_item_is_read_without_its_slot() {
-        let slabs = Slabs::new(SizeClasses::default(), PAGE_BYTES, false);
-        assert!(slabs.add_page(1, || true));
-        let mut s = Shard::default();
+        let (slabs, mut s) = one_page_and_a_shard();
         let (a, _) = s.insert(entry(&slabs, b"a"), 1);
         let (b, _) = s.insert(entry(&slabs, b"b"), 2);
         assert_eq!(s.find(1, b"a"), Some(a));
@@ -567,9 +573,7 @@ mod tests {
 
     #[test]
     fn lru_order_and_reuse() {
-        let slabs = Slabs::new(SizeClasses::default(), PAGE_BYTES, false);
-        assert!(slabs.add_page(1, || true));
-        let mut s = Shard::default();
+        let (slabs, mut s) = one_page_and_a_shard();
         let (a, _) = s.insert(entry(&slabs, b"a"), 1);
         let (b, _) = s.insert(entry(&slabs, b"b"), 2);
         let (c, _) = s.insert(entry(&slabs, b"c"), 1);
@@ -605,9 +609,7 @@ mod tests {
 
     #[test]
     fn lookups_compare_whole_keys_through_growth_and_removal() {
-        let slabs = Slabs::new(SizeClasses::default(), PAGE_BYTES, false);
-        assert!(slabs.add_page(1, || true));
-        let mut s = Shard::default();
+        let (slabs, mut s) = one_page_and_a_shard();
         // Every hash collides, so only the key comparison (through the element's key
         // address and length) tells items apart; keys that are prefixes of each other
         // check the length. 500 items grow the table several times.
@@ -638,9 +640,7 @@ mod tests {
     /// first line, then the key's and the value's after it, and not the slot's.
     #[test]
     fn the_look_ahead_asks_for_the_headers_line_first() {
-        let slabs = Slabs::new(SizeClasses::default(), PAGE_BYTES, false);
-        assert!(slabs.add_page(1, || true));
-        let mut s = Shard::default();
+        let (slabs, mut s) = one_page_and_a_shard();
         let (i, _) = s.insert(entry(&slabs, b"some key"), 9);
         let header_at = std::ptr::from_ref(s.entry(i)).addr();
         let key_at = s.entry(i).key().as_ptr().addr();
