@@ -169,11 +169,12 @@ impl Entry {
             bits,
             class,
         };
+        // `first` is owned here (its bytes are no one else's), 8-byte aligned (pages are,
+        // and chunk sizes are multiples of 8; `Entry`'s alignment is at most 8) and at least
+        // `HEADER_BYTES` long (asserted); the key and data were written after the header's
+        // place, not over it.
         let at = first.start().cast::<Entry>();
-        // SAFETY: `first` is owned here (its bytes are no one else's), 8-byte aligned (pages
-        // are, and chunk sizes are multiples of 8: `Entry`'s alignment is at most 8) and at
-        // least `HEADER_BYTES` long (asserted), so the header fits at its start; the key
-        // and data were written after it, not over it.
+        // SAFETY: as just said, the header fits at `at` and nothing else uses those bytes.
         unsafe { at.as_ptr().write(header) };
         // The chunk's ownership is now the item's (`Chunk` has no `Drop`).
         let _ = first;
@@ -223,9 +224,10 @@ impl Entry {
             Some(chain) => chain.first_cap as usize - HEADER_BYTES,
             None => usize::from(self.key_len) + self.data_len(),
         };
-        // SAFETY: the module invariant: this header is at an item's first chunk's start,
-        // which holds the key and data after it: all of them for an unchained item, up to
-        // the chunk's end (`first_cap`) for a chained one. The shard lock the caller's
+        // The module invariant: this header is at an item's first chunk's start, which holds
+        // the key and data after it: all of them for an unchained item, up to the chunk's
+        // end (`first_cap`) for a chained one.
+        // SAFETY: so `len` bytes from `body` are the item's; the shard lock the caller's
         // `&self` came through keeps writers out while the borrow lives.
         unsafe { std::slice::from_raw_parts(self.body(), len) }
     }

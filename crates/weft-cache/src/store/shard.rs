@@ -415,10 +415,10 @@ impl Shard {
         if self.last.get().0 == idx {
             self.last.set((NIL, std::ptr::null_mut()));
         }
-        // SAFETY: `at` was this used slot's header, placed by `Entry::place`; the item is
-        // out of the table, the lists, its slot and `last`, and the `&mut self` borrow ends
-        // every reference to it, so it is taken once. Its first chunk is of its class (its
-        // chunk's start is the header's address).
+        // `at` was this used slot's header, placed by `Entry::place`; the item is out of the
+        // table, the lists, its slot and `last`, and `&mut self` ends every reference to it.
+        // SAFETY: so it is taken once, here; its first chunk starts at the header and is of
+        // its class, and is given up to the caller (`chunk_at`'s contract).
         let taken = unsafe { Entry::take(at, |start, class| slabs.chunk_at(start, class)) };
         let charge = index_bytes(taken.chunks.len());
         let size = item_bytes(taken.key_len, taken.flags, taken.data_len, self.use_cas) as u64;
