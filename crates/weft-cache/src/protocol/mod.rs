@@ -13,6 +13,7 @@
 //!   [`Data::Skipped`] and the caller discards that many bytes as they arrive, so a huge
 //!   declared length never makes the buffer grow.
 
+pub(crate) mod bytes;
 pub mod meta;
 pub mod number;
 mod tokens;
@@ -180,7 +181,7 @@ fn reply(line: &'static str, noreply: bool) -> Command<'static> {
 /// 208 bytes, and carried by value in the command it was copied once a request on the way
 /// (about 1 % of the cache's CPU at 16 connections, `docs/notes/scale.md`).
 pub fn parse<'a>(buf: &'a [u8], limits: &Limits, tokens: &'a mut Tokens<'a>) -> Parse<'a> {
-    let Some(nl) = memchr(b'\n', buf) else {
+    let Some(nl) = bytes::find(b'\n', buf) else {
         if buf.len() > LINE_WITHOUT_NEWLINE_MAX_BYTES {
             let spaces = buf.iter().take_while(|&&b| b == b' ').count();
             let rest = &buf[spaces..];
@@ -195,13 +196,11 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits, tokens: &'a mut Tokens<'a>) -> 
     if nl > 1 && buf[nl - 1] == b'\r' {
         end -= 1;
     }
-    let mut line = &buf[..end];
-    if let Some(nul) = memchr(0, line) {
-        line = &line[..nul];
-    }
     let line_len = nl + 1;
-    *tokens = Tokens::new(line);
+    // Cut at its first NUL, if any (memcached works on C strings).
+    tokens.fill_c_line(&buf[..end]);
     let tokens: &'a Tokens<'a> = tokens;
+    let line = tokens.line();
     let command = match dispatch(line, tokens, buf, line_len, limits) {
         Some(c) => c,
         None => return Parse::NeedMore,

@@ -59,7 +59,7 @@ use std::sync::{Mutex, MutexGuard};
 
 pub use clock::Clock;
 pub use entry::{Entry, ACTIVE, FETCHED, KEY_BINARY, NIL, STALE, TOKEN_SENT};
-use shard::Shard;
+use shard::{Candidate, Shard};
 
 use crate::fatal;
 use crate::stats::{bump, Stats};
@@ -210,7 +210,8 @@ impl Store {
     }
 
     /// Looks `keys` up without answering, asking for the lines gets of them will read (each
-    /// item's header, key and value: `Shard::prefetch`); for [`crate::lookahead`]. Changes
+    /// item's header, key and value: `Shard::first_candidate`, then
+    /// `Shard::prefetch_candidate`); for [`crate::lookahead`]. Changes
     /// nothing.
     ///
     /// Every shard the keys fall in is locked first, then every key is looked up, then the
@@ -222,42 +223,40 @@ impl Store {
     /// [`crate::lookahead::MAX_KEYS`] keys are looked up.
     pub fn prefetch_gets(&self, keys: &[&[u8]]) {
         const MAX: usize = crate::lookahead::MAX_KEYS;
-        let mut hashes = [0u64; MAX];
-        // Per key, which of `held` is its shard's guard (`usize::MAX`: none).
-        let mut guard_of = [usize::MAX; MAX];
-        let mut held: [Option<(usize, MutexGuard<'_, Shard>)>; MAX] = Default::default();
-        let mut n_held = 0;
+        const _: () = assert!(SHARDS <= 64, "`locked` has a bit a shard");
         let n = keys.len().min(MAX);
+        let mut hashes = [0u64; MAX];
+        // The shards locked (bit `i`: shard `i`), and where in `held` each one's guard is.
+        let mut locked = 0u64;
+        let mut guard_at = [0u8; SHARDS];
+        let mut held: [Option<MutexGuard<'_, Shard>>; MAX] = [const { None }; MAX];
+        let mut n_held = 0;
         for (k, key) in keys[..n].iter().enumerate() {
             let hash = self.hash(key);
             hashes[k] = hash;
             let shard = Self::shard_of(hash);
-            let found = held[..n_held]
-                .iter()
-                .position(|h| h.as_ref().is_some_and(|(i, _)| *i == shard));
-            guard_of[k] = match found {
-                Some(g) => g,
-                None => match self.try_lock_shard(shard) {
-                    Some(guard) => {
-                        held[n_held] = Some((shard, guard));
-                        n_held += 1;
-                        n_held - 1
-                    }
-                    None => usize::MAX,
-                },
-            };
-        }
-        // Two passes: the elements of every key, then (the elements on their way) each
-        // element's item.
-        for k in 0..n {
-            if let Some(Some((_, shard))) = held.get(guard_of[k]) {
-                shard.prefetch_elements(hashes[k]);
+            if locked & (1 << shard) == 0 {
+                if let Some(guard) = self.try_lock_shard(shard) {
+                    held[n_held] = Some(guard);
+                    guard_at[shard] = n_held as u8;
+                    n_held += 1;
+                    locked |= 1 << shard;
+                }
             }
         }
+        // Two passes: every key's element (its control group loaded, the element asked for),
+        // then, the elements on their way, each element's item.
+        let mut found: [Option<Candidate<'_>>; MAX] = [const { None }; MAX];
         for k in 0..n {
-            if let Some(Some((_, shard))) = held.get(guard_of[k]) {
-                shard.prefetch(hashes[k]);
+            let shard = Self::shard_of(hashes[k]);
+            if locked & (1 << shard) != 0 {
+                if let Some(guard) = &held[usize::from(guard_at[shard])] {
+                    found[k] = guard.first_candidate(hashes[k]);
+                }
             }
+        }
+        for candidate in found[..n].iter().flatten() {
+            Shard::prefetch_candidate(candidate);
         }
     }
 

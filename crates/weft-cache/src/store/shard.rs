@@ -98,6 +98,10 @@ impl Indexed {
     }
 }
 
+/// A key's table element found by [`Shard::first_candidate`], borrowed from the shard (so
+/// from its lock's guard): the look-ahead's handle from its first pass to its second.
+pub struct Candidate<'a>(&'a Indexed);
+
 #[derive(Debug)]
 enum Slot {
     /// An item: its header, and its hash (for the table to grow and for removal).
@@ -247,32 +251,35 @@ impl Shard {
         Some(ix.idx)
     }
 
-    /// Asks for the table elements whose tags match `hash` without reading them: only the
-    /// control group is loaded, so the look-ahead's first pass over several keys waits for
-    /// their control groups together and for no element.
-    pub fn prefetch_elements(&self, hash: u64) {
-        let _ = self.table.find(hash, |ix| {
-            prefetch((ix as *const Indexed).cast());
-            false
-        });
+    /// The look-ahead's first step for a key: the table element of the first candidate whose
+    /// tag matches `hash` (usually the one item with that key, if any), asked for and not
+    /// read. Only the control group is loaded, so the first pass over several keys waits for
+    /// their control groups together and for no element; the candidate it returns lets the
+    /// second pass go straight to the element, without probing the table again. (A second
+    /// candidate with the same 7-bit tag in the group, rare, is not asked for: its get loses
+    /// its head start, nothing else.)
+    pub fn first_candidate(&self, hash: u64) -> Option<Candidate<'_>> {
+        self.table
+            .find(hash, |ix| {
+                prefetch((ix as *const Indexed).cast());
+                true
+            })
+            .map(Candidate)
     }
 
-    /// Asks for the item lines of every element whose tag matches `hash` (usually the one
-    /// item with that key, if any), without comparing keys, so nothing waits for them.
-    pub fn prefetch(&self, hash: u64) {
-        self.lookahead_lines(hash, |line| prefetch(line as *const u8));
+    /// The look-ahead's second step: asks for the lines a get of the candidate's item reads
+    /// ([`Shard::item_lines`]), reading its element (asked for by the first step) and not
+    /// the item, so nothing waits for them.
+    pub fn prefetch_candidate(candidate: &Candidate<'_>) {
+        Self::lookahead_lines(candidate, |line| prefetch(line as *const u8));
     }
 
-    /// The addresses [`Shard::prefetch`] asks for, given to `ask` in order: for every
-    /// element whose tag matches `hash`, the lines of its header, key and value's start
-    /// ([`Shard::item_lines`]: the get's key compare reads the header's or the next line
-    /// first; the look-ahead is what asks for them early, as [`Shard::find`]'s own compare
-    /// does not).
-    fn lookahead_lines(&self, hash: u64, mut ask: impl FnMut(usize)) {
-        let _ = self.table.find(hash, |ix| {
-            Self::item_lines(ix).into_iter().for_each(&mut ask);
-            false
-        });
+    /// The addresses [`Shard::prefetch_candidate`] asks for, given to `ask` in order: the
+    /// lines of the item's header, key and value's start ([`Shard::item_lines`]: the get's
+    /// key compare reads the header's or the next line first; the look-ahead is what asks
+    /// for them early, as [`Shard::find`]'s own compare does not).
+    fn lookahead_lines(candidate: &Candidate<'_>, ask: impl FnMut(usize)) {
+        Self::item_lines(candidate.0).into_iter().for_each(ask);
     }
 
     /// Asks for the lines a hit reads while the key compare waits for its own: the item's
@@ -647,7 +654,8 @@ mod tests {
         assert_eq!(key_at, header_at + HEADER_BYTES);
         let slot_at = s.slots.as_ptr().wrapping_add(i as usize).addr();
         let mut asked = Vec::new();
-        s.lookahead_lines(9, |a| asked.push(a));
+        let candidate = s.first_candidate(9).expect("the key's element");
+        Shard::lookahead_lines(&candidate, |a| asked.push(a));
         assert_eq!(asked.first(), Some(&header_at), "asked for {asked:x?}");
         assert!(
             asked.iter().any(|&a| a / 64 == key_at / 64),
@@ -661,9 +669,10 @@ mod tests {
             !asked.iter().any(|&a| a / 64 == slot_at / 64),
             "asked for {asked:x?}"
         );
-        let mut none = Vec::new();
-        s.lookahead_lines(10 | 1 << 60, |a| none.push(a));
-        assert!(none.is_empty(), "a hash with no element asks for nothing");
+        assert!(
+            s.first_candidate(10 | 1 << 60).is_none(),
+            "a hash with no element asks for nothing"
+        );
         drop_item(&mut s, &slabs, i);
     }
 
