@@ -25,28 +25,29 @@ pub const MAX_SCAN_BYTES: usize = 4096;
 
 /// Asks for the lines the gets in `buf` will read, when there are at least two.
 pub fn prefetch(buf: &[u8], store: &Store) {
-    if !may_hold_two_keys(buf) {
+    let Some(first_nl) = bytes::find(b'\n', buf) else {
+        return;
+    };
+    if !may_hold_two_keys(buf, first_nl) {
         return;
     }
     let mut keys = [&[][..]; MAX_KEYS];
-    let n = get_keys(buf, &mut keys);
+    let n = keys_from(buf, first_nl, &mut keys);
     if n > 1 {
         store.prefetch_gets(&keys[..n]);
     }
 }
 
-/// Whether `buf` may name two gets' keys: it holds more than one line, or one `get`/`gets`
-/// line with a second argument. A read of one request (a connection with one request
-/// outstanding, the usual case at thousands of connections) then costs one newline search instead
-/// of the scan, which ran about 270 instructions a request there (`benches/cachesim.sh`).
-fn may_hold_two_keys(buf: &[u8]) -> bool {
-    let Some(end) = bytes::find(b'\n', buf) else {
-        return false;
-    };
-    if end + 1 < buf.len() {
+/// Whether `buf`, whose first line ends at `first_nl`, may name two gets' keys: it holds
+/// more than one line, or one `get`/`gets` line with a second argument. A read of one
+/// request (a connection with one request outstanding, the usual case at thousands of
+/// connections) then costs one newline search instead of the scan, which ran about 270
+/// instructions a request there (`benches/cachesim.sh`).
+fn may_hold_two_keys(buf: &[u8], first_nl: usize) -> bool {
+    if first_nl + 1 < buf.len() {
         return true;
     }
-    let line = &buf[..end];
+    let line = &buf[..first_nl];
     line.strip_prefix(b"get ")
         .or_else(|| line.strip_prefix(b"gets "))
         .is_some_and(|args| args.trim_ascii().contains(&b' '))
@@ -57,15 +58,35 @@ fn may_hold_two_keys(buf: &[u8]) -> bool {
 /// commands, and a value block's lines, are skipped (a block line that happens to read like
 /// a get costs a needless hint, nothing else).
 pub fn get_keys<'a>(buf: &'a [u8], keys: &mut [&'a [u8]; MAX_KEYS]) -> usize {
-    let mut rest = &buf[..buf.len().min(MAX_SCAN_BYTES)];
+    match bytes::find(b'\n', buf) {
+        Some(first_nl) => keys_from(buf, first_nl, keys),
+        None => 0,
+    }
+}
+
+/// [`get_keys`], the first line's newline known. An `mg` line is read once: its key up to
+/// the next space or newline, then its newline from there (the two searches of a line
+/// before, from its start each time, were a third of the look-ahead's instructions).
+fn keys_from<'a>(buf: &'a [u8], first_nl: usize, keys: &mut [&'a [u8]; MAX_KEYS]) -> usize {
+    let buf = &buf[..buf.len().min(MAX_SCAN_BYTES)];
     let mut n = 0;
-    while let Some(nl) = bytes::find(b'\n', rest) {
-        let line = rest[..nl].strip_suffix(b"\r").unwrap_or(&rest[..nl]);
-        rest = &rest[nl + 1..];
-        if let Some(args) = line.strip_prefix(b"mg ") {
-            // The key is the first token (spaces before it are skipped, as the tokenizer does).
-            let args = &args[args.iter().take_while(|&&b| b == b' ').count()..];
-            let key = &args[..bytes::find(b' ', args).unwrap_or(args.len())];
+    let mut at = 0;
+    let mut known_nl = Some(first_nl).filter(|&nl| nl < buf.len());
+    while at < buf.len() {
+        let rest = &buf[at..];
+        if let Some(args) = rest.strip_prefix(b"mg ") {
+            // The key is the first token (spaces before it are skipped, as the tokenizer
+            // does), ending at a space or at the line's end.
+            let skip = args.iter().take_while(|&&b| b == b' ').count();
+            let from = 3 + skip;
+            let Some(key_end) = bytes::find_either(b' ', b'\n', &rest[from..]) else {
+                break;
+            };
+            let key = &rest[from..from + key_end];
+            let key = key.strip_suffix(b"\r").unwrap_or(key);
+            let Some(nl) = bytes::find(b'\n', &rest[from + key_end..]) else {
+                break;
+            };
             if !key.is_empty() {
                 if n == MAX_KEYS {
                     return n;
@@ -73,8 +94,19 @@ pub fn get_keys<'a>(buf: &'a [u8], keys: &mut [&'a [u8]; MAX_KEYS]) -> usize {
                 keys[n] = key;
                 n += 1;
             }
+            at += from + key_end + nl + 1;
+            known_nl = None;
             continue;
         }
+        let nl = match known_nl.take() {
+            Some(nl) => nl,
+            None => match bytes::find(b'\n', rest) {
+                Some(nl) => nl,
+                None => break,
+            },
+        };
+        let line = rest[..nl].strip_suffix(b"\r").unwrap_or(&rest[..nl]);
+        at += nl + 1;
         let Some(args) = line
             .strip_prefix(b"get ")
             .or_else(|| line.strip_prefix(b"gets "))
@@ -110,6 +142,13 @@ mod tests {
         );
         assert_eq!(keys_of(b"get  x   y\r\n"), [&b"x"[..], b"y"]);
         assert_eq!(keys_of(b"get z\n"), [&b"z"[..]]);
+        // An mg line's key ends at a space or at the line's end, `\r` or not; an unfinished
+        // line gives none.
+        assert_eq!(
+            keys_of(b"mg a\r\nmg b\nmg   c v q\r\nmg d v"),
+            [&b"a"[..], b"b", b"c"]
+        );
+        assert_eq!(keys_of(b"mg e"), [&[][..]; 0]);
     }
 
     #[test]
@@ -136,7 +175,9 @@ mod tests {
         ];
         for (read, scanned) in cases {
             let shown = String::from_utf8_lossy(read);
-            assert_eq!(may_hold_two_keys(read), scanned, "{shown:?}");
+            let first_nl = bytes::find(b'\n', read);
+            let may = first_nl.is_some_and(|nl| may_hold_two_keys(read, nl));
+            assert_eq!(may, scanned, "{shown:?}");
         }
     }
 

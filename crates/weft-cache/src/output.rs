@@ -56,11 +56,13 @@ impl Output {
         Output::default()
     }
 
+    #[inline]
     pub fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
 
     /// A line: `text` then `\r\n`.
+    #[inline]
     pub fn line(&mut self, text: &str) {
         self.push(text.as_bytes());
         self.push(b"\r\n");
@@ -68,6 +70,7 @@ impl Output {
 
     /// `v` in decimal (two digits a step, as `itoa` writes them: a value line's flags and
     /// length are two numbers a hit).
+    #[inline]
     pub fn push_u64(&mut self, v: u64) {
         self.push(itoa::Buffer::new().format(v).as_bytes());
     }

@@ -150,24 +150,22 @@ fn mget(ctx: &Context, out: &mut Output, now: u32, t: &Tokens<'_>) -> Flow {
     }
     let mut won = false;
     let mut ttl_set = false;
-    let exptime = store.clock.exptime(of.exptime, now);
-    let autoviv = store.clock.exptime(of.autoviv_exptime, now);
-    let recache = store.clock.exptime(of.recache_time, now);
+    // The times are converted only for the flags that use them.
     for tok in t.from(2) {
         let e = lk.entry(idx);
         match tok[0] {
             b'T' => {
                 ttl_set = true;
-                lk.set_exptime(idx, exptime);
+                lk.set_exptime(idx, store.clock.exptime(of.exptime, now));
             }
             b'N' if created => {
-                lk.set_exptime(idx, autoviv);
+                lk.set_exptime(idx, store.clock.exptime(of.autoviv_exptime, now));
                 won = true;
             }
             b'R' if e.bits & TOKEN_SENT == 0
                 && !created
                 && e.exptime != 0
-                && e.exptime < recache =>
+                && e.exptime < store.clock.exptime(of.recache_time, now) =>
             {
                 won = true;
             }

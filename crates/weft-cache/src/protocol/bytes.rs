@@ -87,6 +87,32 @@ pub fn find(b: u8, buf: &[u8]) -> Option<usize> {
     None
 }
 
+/// Where `a` or `b` first occurs in `buf` (as [`find`], for either byte).
+#[inline]
+pub fn find_either(a: u8, b: u8, buf: &[u8]) -> Option<usize> {
+    let head = buf.len().min(SHORT_BYTES);
+    let mut at = 0;
+    while at + 8 <= head {
+        let w = load(buf, at);
+        let m = eq_mask(w, a) | eq_mask(w, b);
+        if m != 0 {
+            return Some(at + first_lane(m));
+        }
+        at += 8;
+    }
+    if head < buf.len() {
+        return memchr::memchr2(a, b, &buf[at..]).map(|i| at + i);
+    }
+    if at < head {
+        let w = load_tail(buf, at);
+        let m = (eq_mask(w, a) | eq_mask(w, b)) & real_lanes(head - at);
+        if m != 0 {
+            return Some(at + first_lane(m));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,6 +163,23 @@ mod tests {
         assert_eq!(find(0, b"ab\0"), Some(2));
         assert_eq!(find(0, b"abcdefghijk"), None);
         assert_eq!(find(0, b"abcdefghij\0"), Some(10));
+    }
+
+    #[test]
+    fn find_either_agrees_with_memchr2() {
+        for len in 0..150 {
+            for (i, j) in [(0, 1), (3, 70), (70, 3), (9, 9), (len, 2), (len, len)] {
+                let mut buf = vec![b'x'; len];
+                if i < len {
+                    buf[i] = b' ';
+                }
+                if j < len {
+                    buf[j] = b'\n';
+                }
+                let want = memchr::memchr2(b' ', b'\n', &buf);
+                assert_eq!(find_either(b' ', b'\n', &buf), want, "len {len} {i} {j}");
+            }
+        }
     }
 
     #[test]
