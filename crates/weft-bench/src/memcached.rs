@@ -5,8 +5,9 @@
 //! /proc/PID/stat) with its kernel (system) part under it, with weft/memcached ratios; the
 //! issue's targets are ≥ 1.1×, ≤ 1× and ≤ 1×.
 //!
-//! Every measurement is repeated `--runs` times alternating the servers, and the median is
-//! reported, so that a burst of noise on the machine hits both alike.
+//! Every measurement is repeated `--runs` times alternating the servers, who goes first
+//! rotating by run, and the median is reported, so that a burst of noise on the machine, and
+//! the place right after the other server's run, hit both alike.
 //!
 //! With `--open-loop F1,F2,...` it measures instead memcached's closed-loop peak at
 //! `--connections`, then both servers open loop at each fraction of that peak (the generator
@@ -314,6 +315,17 @@ fn compare(
     Ok(())
 }
 
+/// The servers (0 weft, 1 memcached) in the order `runs` runs of each measure them: side by
+/// side, and who goes first rotating by run ([`crate::experiment::server_order`]: weft
+/// memcached, memcached weft, …). Always weft first gave the server measured right after the
+/// other one every run: a run's place after the other server's is worth a few per cent here
+/// (`docs/notes/scale.md`, "Fewer instructions a hit"), so it is shared out.
+fn measure_order(runs: usize) -> Vec<usize> {
+    (0..runs)
+        .flat_map(|run| crate::experiment::server_order(2, run))
+        .collect()
+}
+
 /// Runs the load at `qps` (0 = closed loop) against each server `--runs` times, alternating.
 fn measure(
     args: &Options,
@@ -325,23 +337,22 @@ fn measure(
     interrupted: &AtomicBool,
 ) -> anyhow::Result<[Figures; 2]> {
     let mut runs: [Vec<(Report, ServerCpu)>; 2] = Default::default();
-    for _ in 0..args.runs {
-        for (i, (server, port)) in servers.iter().enumerate() {
-            let (report, cpu) = one_run(args, exe, server, *port, qps, depth, false, interrupted)?;
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::json!({
-                        "server": if i == 0 { "weft" } else { "memcached" },
-                        "phase": phase,
-                        "server_cpu_us_per_request": cpu.total_us,
-                        "server_system_us_per_request": cpu.system_us,
-                        "report": report,
-                    })
-                );
-            }
-            runs[i].push((report, cpu));
+    for i in measure_order(args.runs) {
+        let (server, port) = &servers[i];
+        let (report, cpu) = one_run(args, exe, server, *port, qps, depth, false, interrupted)?;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "server": if i == 0 { "weft" } else { "memcached" },
+                    "phase": phase,
+                    "server_cpu_us_per_request": cpu.total_us,
+                    "server_system_us_per_request": cpu.system_us,
+                    "report": report,
+                })
+            );
         }
+        runs[i].push((report, cpu));
     }
     Ok(runs.map(|rs| Figures {
         qps: crate::stats::median(&rs.iter().map(|(r, _)| r.actual_qps).collect::<Vec<_>>()),
@@ -415,22 +426,21 @@ fn open_loop(
     for &fraction in &args.open_loop {
         let offered = (fraction * peak).round().max(1.0);
         let mut runs: [Vec<Report>; 2] = Default::default();
-        for _ in 0..args.runs {
-            for (i, (server, port)) in servers.iter().enumerate() {
-                let (report, _) = one_run(args, exe, server, *port, offered, 1, true, interrupted)?;
-                if args.json {
-                    println!(
-                        "{}",
-                        serde_json::json!({
-                            "server": names[i],
-                            "phase": "open_loop",
-                            "fraction": fraction,
-                            "report": report,
-                        })
-                    );
-                }
-                runs[i].push(report);
+        for i in measure_order(args.runs) {
+            let (server, port) = &servers[i];
+            let (report, _) = one_run(args, exe, server, *port, offered, 1, true, interrupted)?;
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "server": names[i],
+                        "phase": "open_loop",
+                        "fraction": fraction,
+                        "report": report,
+                    })
+                );
             }
+            runs[i].push(report);
         }
         for (i, rs) in runs.iter().enumerate() {
             let samples: Vec<OpenLoopSample> = rs
@@ -506,4 +516,20 @@ fn one_run(
             system_us: cpu.system_s * per_reply_us,
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each server goes first in every other run: neither is always the one measured right
+    /// after the other.
+    #[test]
+    fn who_goes_first_rotates_by_run() {
+        assert_eq!(measure_order(4), [0, 1, 1, 0, 0, 1, 1, 0]);
+        let order = measure_order(6);
+        let firsts: Vec<usize> = order.chunks(2).map(|pair| pair[0]).collect();
+        assert_eq!(firsts.iter().filter(|&&s| s == 0).count(), 3);
+        assert!(order.chunks(2).all(|pair| pair[0] != pair[1]));
+    }
 }

@@ -331,7 +331,8 @@ pub fn load_http_json(
         .with_context(|| format!("weft load http printed no JSON: {text}"))
 }
 
-/// Runs `f` on each server `repeat` times, alternating, and keeps the median by rate.
+/// Runs `f` on each server `repeat` times, side by side, who goes first rotating by run
+/// ([`crate::experiment::server_order`]), and keeps the median by rate.
 fn measure(
     servers: &[&Server],
     repeat: u32,
@@ -339,8 +340,9 @@ fn measure(
     mut f: impl FnMut(&Server) -> anyhow::Result<Figure>,
 ) -> anyhow::Result<Vec<(&'static str, Figure)>> {
     let mut all: Vec<Vec<Figure>> = vec![Vec::new(); servers.len()];
-    for _ in 0..repeat {
-        for (i, s) in servers.iter().enumerate() {
+    for run in 0..repeat as usize {
+        for i in crate::experiment::server_order(servers.len(), run) {
+            let s = servers[i];
             drain_time_wait(interrupted);
             let before = s.cpu();
             let started = Instant::now();
