@@ -43,7 +43,7 @@ pub struct MetaFlags {
 ///
 /// The usual request names only flags that take no value here (`v`, `q`, the return flags):
 /// those are read by a short loop, and any other flag sends the whole list to
-/// [`preparse_all`] (the full parser was about 160 instructions for an `mg <key> v`, most
+/// `preparse_all` (the full parser was about 160 instructions for an `mg <key> v`, most
 /// of them setting up for flags the request did not name).
 pub fn preparse(t: &Tokens<'_>, start: usize) -> Result<MetaFlags, &'static str> {
     let mut of = MetaFlags {
