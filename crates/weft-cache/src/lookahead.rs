@@ -24,13 +24,25 @@ pub const MAX_KEYS: usize = 16;
 pub const MAX_SCAN_BYTES: usize = 4096;
 
 /// Asks for the lines the gets in `buf` will read, when there are at least two.
+///
+/// Inlined into the caller: a read of one request (a connection with one request
+/// outstanding, the usual case at thousands of connections) costs only the newline search
+/// and `may_hold_two_keys`; the scan, with its arrays of keys, hashes and guards, is a
+/// function of its own that such a read never enters (the check inside that function's
+/// frame ran about 200 instructions a request at 1,000 connections, `docs/notes/scale.md`).
+#[inline]
 pub fn prefetch(buf: &[u8], store: &Store) {
     let Some(first_nl) = bytes::find(b'\n', buf) else {
         return;
     };
-    if !may_hold_two_keys(buf, first_nl) {
-        return;
+    if may_hold_two_keys(buf, first_nl) {
+        scan(buf, first_nl, store);
     }
+}
+
+/// The look-ahead proper: the keys of `buf`'s gets, then their lines asked for.
+#[inline(never)]
+fn scan(buf: &[u8], first_nl: usize, store: &Store) {
     let mut keys = [&[][..]; MAX_KEYS];
     let n = keys_from(buf, first_nl, &mut keys);
     if n > 1 {
@@ -40,9 +52,9 @@ pub fn prefetch(buf: &[u8], store: &Store) {
 
 /// Whether `buf`, whose first line ends at `first_nl`, may name two gets' keys: it holds
 /// more than one line, or one `get`/`gets` line with a second argument. A read of one
-/// request (a connection with one request outstanding, the usual case at thousands of
-/// connections) then costs one newline search instead of the scan, which ran about 270
+/// request then costs one newline search instead of the scan, which ran about 270
 /// instructions a request there (`benches/cachesim.sh`).
+#[inline]
 fn may_hold_two_keys(buf: &[u8], first_nl: usize) -> bool {
     if first_nl + 1 < buf.len() {
         return true;
@@ -50,7 +62,7 @@ fn may_hold_two_keys(buf: &[u8], first_nl: usize) -> bool {
     let line = &buf[..first_nl];
     line.strip_prefix(b"get ")
         .or_else(|| line.strip_prefix(b"gets "))
-        .is_some_and(|args| args.trim_ascii().contains(&b' '))
+        .is_some_and(|args| bytes::find(b' ', args.trim_ascii()).is_some())
 }
 
 /// The keys of the complete get lines at the front of `buf` (`get`, `gets`: every key of the
