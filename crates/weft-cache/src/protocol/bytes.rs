@@ -66,46 +66,41 @@ pub fn first_lane(mask: u64) -> usize {
 /// `memchr`.
 #[inline]
 pub fn find(b: u8, buf: &[u8]) -> Option<usize> {
-    let head = buf.len().min(SHORT_BYTES);
-    let mut at = 0;
-    while at + 8 <= head {
-        let m = eq_mask(load(buf, at), b);
-        if m != 0 {
-            return Some(at + first_lane(m));
-        }
-        at += 8;
-    }
-    if head < buf.len() {
-        return memchr::memchr(b, &buf[at..]).map(|i| at + i);
-    }
-    if at < head {
-        let m = eq_mask(load_tail(buf, at), b) & real_lanes(head - at);
-        if m != 0 {
-            return Some(at + first_lane(m));
-        }
-    }
-    None
+    find_by(buf, |w| eq_mask(w, b), |rest| memchr::memchr(b, rest))
 }
 
 /// Where `a` or `b` first occurs in `buf` (as [`find`], for either byte).
 #[inline]
 pub fn find_either(a: u8, b: u8, buf: &[u8]) -> Option<usize> {
+    find_by(
+        buf,
+        |w| eq_mask(w, a) | eq_mask(w, b),
+        |rest| memchr::memchr2(a, b, rest),
+    )
+}
+
+/// The first lane `mask` marks in `buf`'s first [`SHORT_BYTES`], word by word, else what
+/// `long` finds in the rest.
+#[inline(always)]
+fn find_by(
+    buf: &[u8],
+    mask: impl Fn(u64) -> u64,
+    long: impl FnOnce(&[u8]) -> Option<usize>,
+) -> Option<usize> {
     let head = buf.len().min(SHORT_BYTES);
     let mut at = 0;
     while at + 8 <= head {
-        let w = load(buf, at);
-        let m = eq_mask(w, a) | eq_mask(w, b);
+        let m = mask(load(buf, at));
         if m != 0 {
             return Some(at + first_lane(m));
         }
         at += 8;
     }
     if head < buf.len() {
-        return memchr::memchr2(a, b, &buf[at..]).map(|i| at + i);
+        return long(&buf[at..]).map(|i| at + i);
     }
     if at < head {
-        let w = load_tail(buf, at);
-        let m = (eq_mask(w, a) | eq_mask(w, b)) & real_lanes(head - at);
+        let m = mask(load_tail(buf, at)) & real_lanes(head - at);
         if m != 0 {
             return Some(at + first_lane(m));
         }
