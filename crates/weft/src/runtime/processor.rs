@@ -71,6 +71,10 @@ pub(crate) struct Processor {
     tick: Cell<u64>,
     /// Scratch space for fibers whose timers are due.
     due: RefCell<Vec<FiberRef>>,
+    /// The clock reading the latest [`Processor::fire_timers`] took (`None` when it had no
+    /// timer to check): the sleep that follows it in the same out-of-work pass judges its
+    /// timeout by it instead of reading the clock again.
+    clock: Cell<Option<Instant>>,
     /// This processor's I/O driver: where its fibers' operations go and where it sleeps.
     driver: Driver,
     /// When this processor last looked at its driver (`sched_stats` clock), while statistics
@@ -139,6 +143,7 @@ impl Processor {
             stacks: RefCell::new(Vec::new()),
             tick: Cell::new(0),
             due: RefCell::new(Vec::new()),
+            clock: Cell::new(None),
             driver,
             last_reap_ns: Cell::new(0),
             idle_poll: RefCell::new(idle_poll),
@@ -174,7 +179,7 @@ impl Processor {
                 self.run_task(task);
                 continue;
             }
-            self.fire_timers();
+            let fired = self.fire_timers();
             // Out of work: reap what is ready. A processor that will search submits the batched
             // operations first; a lone one (nobody to steal from) goes straight to sleep and
             // leaves them to the sleeping enter, one syscall instead of two.
@@ -183,10 +188,15 @@ impl Processor {
             } else {
                 PollMode::Idle
             };
-            self.driver.poll(tick, mode);
-            if let Some(task) = self.next_task(tick) {
-                self.run_task(task);
-                continue;
+            let woken = self.driver.poll(tick, mode);
+            // The look above found the queues empty: only the timers just fired, the reap,
+            // or a push to the inbox can have given them a task since. (Should anything else
+            // have, `sleep` sees it in its own check and returns to this loop.)
+            if fired + woken > 0 || !self.cluster.inboxes[self.index].is_empty() {
+                if let Some(task) = self.next_task(tick) {
+                    self.run_task(task);
+                    continue;
+                }
             }
             if let Some(task) = self.search() {
                 self.run_task(task);
@@ -219,6 +229,8 @@ impl Processor {
         if limit == 0 {
             return false;
         }
+        // The poll below may outlast the timers' clock reading: the sleep reads its own.
+        self.clock.set(None);
         // Afterwards the kernel has no completion work left over that the rings do not show.
         if self.driver.reap_all() > 0 {
             self.idle_poll.borrow_mut().found_while_polling();
@@ -317,12 +329,15 @@ impl Processor {
         // The inbox has its own handshake: a push after this reports the sleep to its pusher,
         // which wakes this processor.
         let inbox_work = inbox.begin_sleep();
-        // One clock reading for the due check and the sleep's timeout.
-        let timeout = self
-            .timers
-            .borrow()
-            .next_deadline()
-            .map(|d| d.saturating_duration_since(Instant::now()));
+        // One clock reading for the due check and the sleep's timeout: the one `fire_timers`
+        // took in this out-of-work pass, if any. Since then the processor only reaped without
+        // blocking and looked at its queues (or polled, which drops the reading), so the
+        // reading is a few microseconds old at most, and a timeout judged by it ends that
+        // much late, never early.
+        let timeout = self.timers.borrow().next_deadline().map(|d| {
+            let now = self.clock.take().unwrap_or_else(Instant::now);
+            d.saturating_duration_since(now)
+        });
         let work = inbox_work
             || self.cluster.has_work()
             || !self.local.borrow().is_empty()
@@ -364,13 +379,19 @@ impl Processor {
             .or_else(|| self.yields.borrow_mut().pop(&self.cluster.yielded))
     }
 
-    fn fire_timers(&self) {
+    /// Wakes the fibers whose timers are due; returns how many. Keeps its clock reading in
+    /// `clock` for the sleep that may follow.
+    fn fire_timers(&self) -> usize {
         if self.timers.borrow().is_empty() {
-            return;
+            self.clock.set(None);
+            return 0;
         }
+        let now = Instant::now();
+        self.clock.set(Some(now));
         let mut due = self.due.borrow_mut();
-        self.timers.borrow_mut().expire(Instant::now(), &mut due);
-        let together = due.len() > 1;
+        self.timers.borrow_mut().expire(now, &mut due);
+        let fired = due.len();
+        let together = fired > 1;
         for fiber in due.drain(..) {
             fiber.unpark();
         }
@@ -378,6 +399,7 @@ impl Processor {
             // Due in deadline order; the LIFO slot would run the latest of them first.
             self.home.borrow_mut().lifo_to_back();
         }
+        fired
     }
 
     /// This processor's statistics, when the cluster keeps them.
