@@ -69,15 +69,28 @@ case $PEER_TWICE in "" | 1) ;; *) echo "scale.sh: PEER_TWICE is empty or 1" >&2;
 OUT=${OUT:-docs/bench}
 # HALT_POLL_NS=N sets the guest's idle poll (the cpuidle-haltpoll driver's guest_halt_poll_ns:
 # how long an idle vCPU polls for work before it halts) for the run, and puts the old value
-# back at the end. This VM ships it at 0: every idle moment halts the vCPU, the host may give
-# its core away, and the next wake-up waits for it (the steal columns). The kernel's default
-# is 200000. Empty (the default): the machine as it is. Every record carries the value.
+# back at the end. With it at 0 every idle moment halts the vCPU, the host may give its core
+# away, and the next wake-up waits for it (the steal columns); the kernel's default is 200000.
+# The parameter only acts while cpuidle-haltpoll is the guest's cpuidle driver, which the
+# guest's kernel decides at boot (a KVM hint or cpuidle_haltpoll.force=1): with another
+# driver, or none, the file is there and writable and does nothing, so HALT_POLL_NS is refused
+# then. Empty (the default): the machine as it is. Every record carries the cpuidle driver
+# (cpuidle_driver) and the idle poll in effect (guest_halt_poll_ns; null when the driver is
+# not haltpoll). CPUIDLE_DRIVER_FILE and HALT_POLL_FILE move the two sysfs files (for tests).
 HALT_POLL_NS=${HALT_POLL_NS:-}
-halt_poll=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+halt_poll=${HALT_POLL_FILE:-/sys/module/haltpoll/parameters/guest_halt_poll_ns}
+cpuidle_driver_file=${CPUIDLE_DRIVER_FILE:-/sys/devices/system/cpu/cpuidle/current_driver}
+cpuidle_driver=$(cat "$cpuidle_driver_file" 2>/dev/null || echo unknown)
 case $HALT_POLL_NS in
 "") ;;
 *[!0-9]*) echo "scale.sh: HALT_POLL_NS is a whole number of ns" >&2; exit 2 ;;
-*) [ -w "$halt_poll" ] || { echo "scale.sh: HALT_POLL_NS needs the cpuidle-haltpoll driver ($halt_poll not writable)" >&2; exit 2; } ;;
+*)
+  [ "$cpuidle_driver" = haltpoll ] || {
+    echo "scale.sh: HALT_POLL_NS needs the cpuidle-haltpoll driver, and this guest's cpuidle driver is '$cpuidle_driver' ($cpuidle_driver_file): guest_halt_poll_ns would do nothing. Run without HALT_POLL_NS (the guest then halts at once when idle; every record says so)" >&2
+    exit 2
+  }
+  [ -w "$halt_poll" ] || { echo "scale.sh: HALT_POLL_NS needs the cpuidle-haltpoll driver ($halt_poll not writable)" >&2; exit 2; }
+  ;;
 esac
 stamp=$(date +%Y-%m-%d-%H%M)
 record="$OUT/scale-$stamp.jsonl"
@@ -279,9 +292,10 @@ print(json.dumps(d))" "$work/trace.json" "$file" 2>/dev/null || echo '{}')
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
   local busy=None steal0=None steal1=None halt=None
-  [ -r "$halt_poll" ] && halt=$(cat "$halt_poll")
+  # The idle poll in effect: only the haltpoll driver reads guest_halt_poll_ns.
+  [ "$cpuidle_driver" = haltpoll ] && [ -r "$halt_poll" ] && halt=$(cat "$halt_poll")
   [ -s "$work/busy" ] && read -r busy steal0 steal1 <"$work/busy"
-  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='${generator%%:*}', server_busy=$busy, server_cpu_steal_ms=$steal0, load_cpu_steal_ms=$steal1, guest_halt_poll_ns=$halt, stamp='$stamp', isolate='$ISOLATE', duration=$DURATION); print(json.dumps(d))" "$out")
+  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='${generator%%:*}', server_busy=$busy, server_cpu_steal_ms=$steal0, load_cpu_steal_ms=$steal1, guest_halt_poll_ns=$halt, cpuidle_driver='$cpuidle_driver', stamp='$stamp', isolate='$ISOLATE', duration=$DURATION); print(json.dumps(d))" "$out")
   echo "$out" >>"$record"
   echo "$out"
 }

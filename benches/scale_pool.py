@@ -33,7 +33,12 @@ work and the host ran something else. The steal column counts the rounds where e
 had any; `--max-steal-ms N` keeps only the rounds where neither run had more than N ms of it
 on the two CPUs together (and so drops rounds from records without the fields). Records
 since then also carry the guest's idle poll (`guest_halt_poll_ns`, scale.sh's HALT_POLL_NS);
-the pool warns when its rounds ran at different settings.
+the pool warns when its rounds ran at different settings. The poll acts only under the
+cpuidle-haltpoll driver, which the guest's kernel picks at boot: records since 2026-11-30
+05:00 carry the driver (`cpuidle_driver`) and a null poll when it is not haltpoll, and the
+pool counts a record's poll as in effect only then. Older records do not say; the boot of
+2026-11-29 14:16 UTC had no cpuidle driver at all, so the tables from 2026-11-29 15:12 to
+2026-11-30 03:53 that say 200000 ran with the guest halting at once (docs/notes/scale.md).
 
 `--significance` asks whether weft's rounds differ from the peer's by more than chance, at
 the 25 % and 50 % points of records taken with PEER_TWICE=1. If weft served like the peer,
@@ -89,6 +94,16 @@ def rounds(path, server, everything, against="peer"):
             yield point, a, b
 
 
+def idle_poll(record):
+    """The guest's idle poll a record ran at, as text: the cpuidle driver when the record names
+    one other than haltpoll (the poll did nothing), else its guest_halt_poll_ns."""
+    driver = record.get("cpuidle_driver")
+    if driver is not None and driver != "haltpoll":
+        return f"cpuidle driver {driver}, no idle poll"
+    poll = record.get("guest_halt_poll_ns")
+    return "guest_halt_poll_ns unrecorded" if poll is None else f"guest_halt_poll_ns {poll}"
+
+
 def steal_ms(row):
     """The host's steal over a run's window on both CPUs, or None in an older record."""
     parts = [row.get("server_cpu_steal_ms"), row.get("load_cpu_steal_ms")]
@@ -124,10 +139,10 @@ def main():
         sys.exit("scale_pool.py: no paired rounds in these records")
     # The guest's idle poll changes the host's steal and so the tails (HALT_POLL_NS of
     # scale.sh): rounds taken at different settings do not belong in one pool.
-    polls = {r.get("guest_halt_poll_ns") for pairs in pooled.values() for pair in pairs for r in pair}
+    polls = {idle_poll(r) for pairs in pooled.values() for pair in pairs for r in pair}
     if len(polls) > 1:
-        shown = ", ".join("unrecorded" if p is None else str(p) for p in sorted(polls, key=lambda p: -1 if p is None else p))
-        print(f"scale_pool.py: warning: these rounds ran at different guest idle polls (guest_halt_poll_ns: {shown})",
+        shown = ", ".join(sorted(polls))
+        print(f"scale_pool.py: warning: these rounds ran at different guest idle polls ({shown})",
               file=sys.stderr)
     print(f"| protocol | connections | % of peer peak | rounds | {args.server} p99 / peer's, paired (min–med–max) "
           "| rounds at or under | p999 / peer's (med) | rounds over 2× | rounds the peer is over 2× "

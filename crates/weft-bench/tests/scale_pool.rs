@@ -1,6 +1,7 @@
 //! benches/scale_pool.py's `--significance`, run on records written here: a weft that is the
 //! slowest and busiest of every round is told apart from the peer, and one that takes each
-//! place in turn is not; the control's own split (the peer's two runs) is printed beside.
+//! place in turn is not; the control's own split (the peer's two runs) is printed beside. And
+//! a record's idle poll counts only under the cpuidle driver that reads it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -122,4 +123,60 @@ fn a_server_that_takes_each_place_in_turn_is_not() {
         ),
         "{out}"
     );
+}
+
+/// scale_pool.py's stderr for `records` (no options); `None` without python3.
+fn pool_warnings(records: &[PathBuf]) -> Option<String> {
+    let python = require("python3")?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/scale_pool.py");
+    let out = Command::new(python)
+        .arg(script)
+        .args(records)
+        .output()
+        .expect("run scale_pool.py");
+    assert!(
+        out.status.success(),
+        "scale_pool.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8(out.stderr).expect("UTF-8 output"))
+}
+
+/// `path` with every row given the cpuidle driver `driver`.
+fn with_driver(path: &Path, driver: &str, name: &str) -> PathBuf {
+    let text = std::fs::read_to_string(path).expect("read the record");
+    let out = path.with_file_name(name);
+    let rows: Vec<String> = text
+        .lines()
+        .map(|l| l.replacen('{', &format!(r#"{{"cpuidle_driver": "{driver}", "#), 1))
+        .collect();
+    std::fs::write(&out, rows.join("\n") + "\n").expect("write the record");
+    out
+}
+
+#[test]
+fn a_recorded_idle_poll_counts_only_under_the_haltpoll_driver() {
+    let dir = scratch("idle-poll");
+    let plain = record(&dir, "plain.jsonl", 4, |_| ([100, 100, 100], 0.5));
+    let none = with_driver(&plain, "none", "none.jsonl");
+    let haltpoll = with_driver(&plain, "haltpoll", "haltpoll.jsonl");
+    // Both say guest_halt_poll_ns 200000, but under no cpuidle driver it did nothing.
+    let Some(err) = pool_warnings(&[plain.clone(), none.clone()]) else {
+        return;
+    };
+    assert!(
+        err.contains("different guest idle polls") && err.contains("cpuidle driver none"),
+        "{err}"
+    );
+    // Under haltpoll the recorded value is the one in effect, as for records without a driver.
+    let Some(err) = pool_warnings(&[plain, haltpoll.clone()]) else {
+        return;
+    };
+    assert!(!err.contains("different guest idle polls"), "{err}");
+    let Some(err) = pool_warnings(&[none.clone(), with_driver(&none, "none", "none2.jsonl")])
+    else {
+        return;
+    };
+    assert!(!err.contains("different guest idle polls"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

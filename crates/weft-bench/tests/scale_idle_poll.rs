@@ -1,0 +1,77 @@
+//! benches/scale.sh's `HALT_POLL_NS`: the guest's idle poll is a parameter of the
+//! cpuidle-haltpoll driver, and with another cpuidle driver (or none) its sysfs file is still
+//! there and writable but does nothing. The script used to set it anyway and record the value
+//! in every point as if it had acted; it now refuses by name, before it touches the machine.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use weft_testkit::require;
+
+/// A directory of this test's own, emptied first.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "weft-scale-idle-poll-{}-{test}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("make a scratch directory");
+    dir
+}
+
+/// Runs scale.sh with `HALT_POLL_NS=200000`, the cpuidle driver file of `dir` saying
+/// `driver`, the idle poll file at `halt_poll`, and a weft binary that does not exist (so a
+/// script that got past its checks stops at the next one instead of benchmarking); the exit
+/// code and stderr. `None` without bash (a failure under `CI=true`).
+fn run(dir: &Path, driver: &str, halt_poll: &Path) -> Option<(i32, String)> {
+    let bash = require("bash")?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/scale.sh");
+    let driver_file = dir.join("current_driver");
+    std::fs::write(&driver_file, format!("{driver}\n")).expect("write the driver file");
+    let out = Command::new(bash)
+        .arg(script)
+        .arg("mc")
+        .env("HALT_POLL_NS", "200000")
+        .env("CPUIDLE_DRIVER_FILE", &driver_file)
+        .env("HALT_POLL_FILE", halt_poll)
+        .env("WEFT", dir.join("no-such-weft"))
+        .env("OUT", dir)
+        .output()
+        .expect("run bash");
+    Some((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+#[test]
+fn an_idle_poll_without_the_haltpoll_driver_is_refused_by_name() {
+    let dir = scratch("none");
+    let halt_poll = dir.join("guest_halt_poll_ns");
+    std::fs::write(&halt_poll, "0\n").expect("write the idle poll file");
+    for driver in ["none", "acpi_idle"] {
+        let Some((code, err)) = run(&dir, driver, &halt_poll) else {
+            return;
+        };
+        assert_eq!(code, 2, "driver {driver}: {err}");
+        assert!(
+            err.contains(&format!("cpuidle driver is '{driver}'"))
+                && err.contains("would do nothing"),
+            "driver {driver}: {err}"
+        );
+        let left = std::fs::read_to_string(&halt_poll).expect("read the idle poll file");
+        assert_eq!(left, "0\n", "the idle poll was left alone");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn with_the_haltpoll_driver_the_idle_poll_file_must_be_writable() {
+    let dir = scratch("haltpoll");
+    let Some((code, err)) = run(&dir, "haltpoll", &dir.join("missing/guest_halt_poll_ns")) else {
+        return;
+    };
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not writable"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
