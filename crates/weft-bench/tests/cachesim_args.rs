@@ -2,24 +2,15 @@
 //! TLB model whose entries are not a power of two (8-way sets must be a power of two in
 //! number) and an unknown cache model.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::ffi::OsStr;
 
-use weft_testkit::require;
+use weft_testkit::run_bench_script;
 
 /// Runs the script with `env`; `None` without bash (a failure under `CI=true`).
 fn run(env: &[(&str, &str)]) -> Option<(i32, String)> {
-    let bash = require("bash")?;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/cachesim.sh");
-    let out = Command::new(bash)
-        .arg(script)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run bash");
-    Some((
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    ))
+    let env: Vec<(&str, &OsStr)> = env.iter().map(|(k, v)| (*k, OsStr::new(v))).collect();
+    let out = run_bench_script("bash", "cachesim.sh", &[], &env)?;
+    Some((out.code, out.stderr))
 }
 
 #[test]

@@ -3,10 +3,10 @@
 //! there and writable but does nothing. The script used to set it anyway and record the value
 //! in every point as if it had acted; it now refuses by name, before it touches the machine.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use weft_testkit::require;
+use weft_testkit::run_bench_script;
 
 /// A directory of this test's own, emptied first.
 fn scratch(test: &str) -> PathBuf {
@@ -24,24 +24,18 @@ fn scratch(test: &str) -> PathBuf {
 /// script that got past its checks stops at the next one instead of benchmarking); the exit
 /// code and stderr. `None` without bash (a failure under `CI=true`).
 fn run(dir: &Path, driver: &str, halt_poll: &Path) -> Option<(i32, String)> {
-    let bash = require("bash")?;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/scale.sh");
     let driver_file = dir.join("current_driver");
     std::fs::write(&driver_file, format!("{driver}\n")).expect("write the driver file");
-    let out = Command::new(bash)
-        .arg(script)
-        .arg("mc")
-        .env("HALT_POLL_NS", "200000")
-        .env("CPUIDLE_DRIVER_FILE", &driver_file)
-        .env("HALT_POLL_FILE", halt_poll)
-        .env("WEFT", dir.join("no-such-weft"))
-        .env("OUT", dir)
-        .output()
-        .expect("run bash");
-    Some((
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    ))
+    let weft = dir.join("no-such-weft");
+    let env = [
+        ("HALT_POLL_NS", OsStr::new("200000")),
+        ("CPUIDLE_DRIVER_FILE", driver_file.as_os_str()),
+        ("HALT_POLL_FILE", halt_poll.as_os_str()),
+        ("WEFT", weft.as_os_str()),
+        ("OUT", dir.as_os_str()),
+    ];
+    let out = run_bench_script("bash", "scale.sh", &[OsStr::new("mc")], &env)?;
+    Some((out.code, out.stderr))
 }
 
 #[test]

@@ -3,10 +3,10 @@
 //! place in turn is not; the control's own split (the peer's two runs) is printed beside. And
 //! a record's idle poll counts only under the cpuidle driver that reads it.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use weft_testkit::require;
+use weft_testkit::{run_bench_script, ScriptRun};
 
 /// One record row, in the fields scale_pool.py reads.
 fn row(server: &str, offered: u32, actual: u32, p99_us: u32, busy: f64) -> String {
@@ -34,23 +34,17 @@ fn record(dir: &Path, name: &str, rounds: u32, round: impl Fn(u32) -> ([u32; 3],
     path
 }
 
-/// scale_pool.py's output for `record` with `--significance`; `None` without python3 (a
-/// failure under `CI=true`).
+/// scale_pool.py run on `args`, which must succeed; `None` without python3 (a failure under
+/// `CI=true`).
+fn pool(args: &[&OsStr]) -> Option<ScriptRun> {
+    let out = run_bench_script("python3", "scale_pool.py", args, &[])?;
+    assert_eq!(out.code, 0, "scale_pool.py failed: {}", out.stderr);
+    Some(out)
+}
+
+/// scale_pool.py's output for `record` with `--significance`.
 fn significance(record: &Path) -> Option<String> {
-    let python = require("python3")?;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/scale_pool.py");
-    let out = Command::new(python)
-        .arg(script)
-        .arg(record)
-        .arg("--significance")
-        .output()
-        .expect("run scale_pool.py");
-    assert!(
-        out.status.success(),
-        "scale_pool.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(String::from_utf8(out.stdout).expect("UTF-8 output"))
+    Some(pool(&[record.as_os_str(), OsStr::new("--significance")])?.stdout)
 }
 
 fn scratch(test: &str) -> PathBuf {
@@ -125,21 +119,10 @@ fn a_server_that_takes_each_place_in_turn_is_not() {
     );
 }
 
-/// scale_pool.py's stderr for `records` (no options); `None` without python3.
+/// scale_pool.py's warnings for `records` (no options).
 fn pool_warnings(records: &[PathBuf]) -> Option<String> {
-    let python = require("python3")?;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/scale_pool.py");
-    let out = Command::new(python)
-        .arg(script)
-        .args(records)
-        .output()
-        .expect("run scale_pool.py");
-    assert!(
-        out.status.success(),
-        "scale_pool.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(String::from_utf8(out.stderr).expect("UTF-8 output"))
+    let args: Vec<&OsStr> = records.iter().map(|r| r.as_os_str()).collect();
+    Some(pool(&args)?.stderr)
 }
 
 /// `path` with every row given the cpuidle driver `driver`.

@@ -2,7 +2,8 @@
 //! what is its own: a guard that kills a child process by PID ([`ChildGuard`]), a free port,
 //! waiting for a listener, the peers the tests compare against (the real memcached, nginx) and
 //! the rule for a missing one ([`require`]), and [`server_from_env`]: `WEFT_TEST_SERVER`
-//! pointing the protocol tests at a server that is already running.
+//! pointing the protocol tests at a server that is already running; and running a script of
+//! `benches/` ([`run_bench_script`]).
 //!
 //! A dev-dependency only: no library or binary of the workspace depends on it, and it depends
 //! on no crate of the workspace (so every crate's tests, `weft-load`'s included, may use it).
@@ -14,6 +15,7 @@
 mod net;
 mod peers;
 mod process;
+mod scripts;
 
 pub use net::{
     free_port, listening_within, new_time_wait_to, server_from_env, time_wait_sockets_to,
@@ -26,3 +28,4 @@ pub use peers::{
 pub use process::{
     descriptor_table_size, is_root, settle_count, status_kib, threads_named, wait_exit, ChildGuard,
 };
+pub use scripts::{bench_script, run_bench_script, ScriptRun};
