@@ -152,11 +152,11 @@ fn a_recorded_idle_poll_counts_only_under_the_haltpoll_driver() {
         "{err}"
     );
     // Under haltpoll the recorded value is the one in effect, as for records without a driver.
-    let Some(err) = pool_warnings(&[plain, haltpoll.clone()]) else {
+    let Some(err) = pool_warnings(&[plain.clone(), haltpoll]) else {
         return;
     };
     assert!(!err.contains("different guest idle polls"), "{err}");
-    let Some(err) = pool_warnings(&[none.clone(), with_driver(&none, "none", "none2.jsonl")])
+    let Some(err) = pool_warnings(&[none.clone(), with_driver(&plain, "none", "none2.jsonl")])
     else {
         return;
     };
