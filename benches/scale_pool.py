@@ -54,8 +54,15 @@ peer's first run was always in the middle of its round and weft and the second r
 ends: there the second run is the fair one to hold weft against. Later records rotate the
 order, so each takes each place equally often.
 
+`--against NAME` pairs the server with another server of the same rounds instead of the peer:
+a variant with the defaults it ran beside (`--server "weft:--idle-poll-us,50" --against
+weft`, records taken with scale.sh's VARIANTS). The summary then adds exact sign tests of
+the server's p99 and busy CPU against that server's, round by round. `--significance` and
+`--ranks` rank the server given by `--server` (weft by default, also for the peer's second
+run) among the round's three runs.
+
 Usage: benches/scale_pool.py RECORD.jsonl... [--server weft|peer-2|NAME] [--all]
-       [--max-steal-ms N] [--against peer|peer-2] [--ranks] [--significance]
+       [--max-steal-ms N] [--against peer|peer-2|NAME] [--ranks] [--significance]
 """
 import argparse
 import json
@@ -68,7 +75,8 @@ PEERS = {"mc": "memcached", "http": "nginx"}
 
 def rounds(path, server, everything, against="peer"):
     """(point, weft row, peer row) for every round of one record, in the order they ran; the
-    peer row is its second run's with `against="peer-2"`."""
+    peer row is its second run's with `against="peer-2"`, and that of the server named
+    `against` when it is neither "peer" nor "peer-2"."""
     rows = [json.loads(line) for line in open(path) if line.strip()]
     # A record has no fraction field; a point's rate is the fraction of the peak measured
     # just before it (offered 400000), in the order scale.sh runs them: 25, 50, 75 %.
@@ -87,11 +95,28 @@ def rounds(path, server, everything, against="peer"):
         point = (r["proto"], r["connections"], fraction)
         if r["server"] == server or (server == "peer-2" and r["server"] == PEERS.get(r["proto"], "") + "-2"):
             mine.setdefault(point, []).append(r)
-        elif r["server"] == PEERS.get(r["proto"], "") + ("-2" if against == "peer-2" else ""):
+        elif r["server"] == reference(r["proto"], against):
             theirs.setdefault(point, []).append(r)
     for point in mine:
         for a, b in zip(mine[point], theirs.get(point, [])):
             yield point, a, b
+
+
+def reference(proto, against):
+    """The server name a round's rows are paired with: the peer, its second run, or `against`
+    itself when it names another server of the record."""
+    if against == "peer":
+        return PEERS.get(proto, "")
+    if against == "peer-2":
+        return PEERS.get(proto, "") + "-2"
+    return against
+
+
+def ranked(server):
+    """The server `--significance` and `--ranks` rank among a round's three runs: the one given
+    by `--server`, except the peer's second run, which is one of the three already."""
+    seconds = {"peer-2"} | {peer + "-2" for peer in PEERS.values()}
+    return "weft" if server in seconds else server
 
 
 def idle_poll(record):
@@ -119,8 +144,9 @@ def main():
     ap.add_argument("--all", action="store_true", help="use records taken without ISOLATE=fifo too")
     ap.add_argument("--max-steal-ms", type=int, metavar="N",
                     help="only rounds where neither run had more than N ms of steal time on the two CPUs")
-    ap.add_argument("--against", choices=["peer", "peer-2"], default="peer",
-                    help="the peer's run each round is paired with (peer-2: its second run, PEER_TWICE=1)")
+    ap.add_argument("--against", default="peer", metavar="peer|peer-2|NAME",
+                    help="the run each round is paired with: the peer's (default), its second run "
+                         "(peer-2, PEER_TWICE=1), or another server's of the same rounds by name")
     ap.add_argument("--ranks", action="store_true",
                     help="also count how often weft, the peer and its second run had a round's lowest and highest p99")
     ap.add_argument("--significance", action="store_true",
@@ -128,6 +154,8 @@ def main():
     args = ap.parse_args()
     if args.against == "peer-2" and args.server == "peer-2":
         sys.exit("scale_pool.py: --against peer-2 needs a server other than peer-2")
+    if args.against == args.server:
+        sys.exit(f"scale_pool.py: --against {args.against} pairs {args.server} with itself")
     pooled = {}
     for path in args.records:
         for point, a, b in rounds(path, args.server, args.all, args.against):
@@ -144,8 +172,10 @@ def main():
         shown = ", ".join(sorted(polls))
         print(f"scale_pool.py: warning: these rounds ran at different guest idle polls ({shown})",
               file=sys.stderr)
-    print(f"| protocol | connections | % of peer peak | rounds | {args.server} p99 / peer's, paired (min–med–max) "
-          "| rounds at or under | p999 / peer's (med) | rounds over 2× | rounds the peer is over 2× "
+    peers = args.against in ("peer", "peer-2")
+    other, the_other = ("peer", "the peer") if peers else (args.against, args.against)
+    print(f"| protocol | connections | % of peer peak | rounds | {args.server} p99 / {other}'s, paired (min–med–max) "
+          f"| rounds at or under | p999 / {other}'s (med) | rounds over 2× | rounds {the_other} is over 2× "
           "| generator busy (max) | rounds with steal |")
     print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for point in sorted(pooled):
@@ -165,22 +195,22 @@ def main():
               f"{sum(x <= 1 for x in p99)} of {len(p99)} | {statistics.median(p999):.2f} | "
               f"{sum(x > 2 for x in p999)} of {len(p999)} | {sum(x < 0.5 for x in p999)} of {len(p999)} | "
               f"{gen:.2f}{bound} | {stolen} |")
-    summarize(pooled, args.server)
+    summarize(pooled, args.server, args.against)
     if args.ranks:
-        print_ranks(args.records, args.all)
+        print_ranks(args.records, args.all, ranked(args.server))
     if args.significance:
-        print_significance(args.records, args.all)
+        print_significance(args.records, args.all, ranked(args.server))
 
 
-def print_ranks(paths, everything):
-    """Per protocol, at the 25 % and 50 % points: in how many rounds each of weft, the peer
+def print_ranks(paths, everything, server="weft"):
+    """Per protocol, at the 25 % and 50 % points: in how many rounds each of `server`, the peer
     and the peer's second run had the lowest and the highest p99 of the three."""
-    names = ("weft", "peer", "peer-2")
+    names = (server, "peer", "peer-2")
     counts = {}
     for path in paths:
         by_point = {}
         for against in ("peer", "peer-2"):
-            for point, a, b in rounds(path, "weft", everything, against):
+            for point, a, b in rounds(path, server, everything, against):
                 by_point.setdefault((point, against), []).append((a, b))
         for (point, against), pairs in by_point.items():
             if against != "peer" or point[2] not in (25, 50):
@@ -201,15 +231,15 @@ def print_ranks(paths, everything):
               f"highest p99 (ties count for nobody): {shown}")
 
 
-def triples(paths, everything):
-    """Per protocol, the rounds at the 25 % and 50 % points that have all three runs: (weft,
+def triples(paths, everything, server="weft"):
+    """Per protocol, the rounds at the 25 % and 50 % points that have all three runs: (`server`,
     the peer, the peer's second run) rows."""
     out = {}
     for path in paths:
         firsts, seconds = {}, {}
-        for point, a, b in rounds(path, "weft", everything, "peer"):
+        for point, a, b in rounds(path, server, everything, "peer"):
             firsts.setdefault(point, []).append((a, b))
-        for point, _, b in rounds(path, "weft", everything, "peer-2"):
+        for point, _, b in rounds(path, server, everything, "peer-2"):
             seconds.setdefault(point, []).append(b)
         for point, pairs in firsts.items():
             if point[2] not in (25, 50):
@@ -244,10 +274,10 @@ def shown_p(p):
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def significance_lines(proto, rows):
-    """The lines `--significance` prints for one protocol's (weft, peer, peer-2) rounds."""
+def significance_lines(proto, rows, server="weft"):
+    """The lines `--significance` prints for one protocol's (`server`, peer, peer-2) rounds."""
     n = len(rows)
-    names = ("weft", "the peer", "its second run")
+    names = (server, "the peer", "its second run")
     sums = [0.0, 0.0, 0.0]
     for triple in rows:
         for i, r in enumerate(ranks_of([x["p99_us"] for x in triple])):
@@ -259,7 +289,7 @@ def significance_lines(proto, rows):
              f"2 ± {se:.3f} if the three are alike): {shown}"]
     pairs = [(w["p99_us"], p2["p99_us"]) for w, _, p2 in rows if w["p99_us"] != p2["p99_us"]]
     under = sum(a < b for a, b in pairs)
-    lines.append(f"{proto}: weft's p99 under the peer's second run's in {under} of {len(pairs)} rounds "
+    lines.append(f"{proto}: {server}'s p99 under the peer's second run's in {under} of {len(pairs)} rounds "
                  f"(ties left out; sign test p {shown_p(sign_test_p(under, len(pairs)))})")
     # The same test between the peer's two runs (one binary, one command line): how uneven
     # the machine and the order alone make a split here, to read weft's against.
@@ -272,25 +302,28 @@ def significance_lines(proto, rows):
     busy = [(a, b) for a, b in busy if a and b and a != b]
     if busy:
         over = sum(a > b for a, b in busy)
-        lines.append(f"{proto}: weft's busy CPU over the peer's in {over} of {len(busy)} rounds "
+        lines.append(f"{proto}: {server}'s busy CPU over the peer's in {over} of {len(busy)} rounds "
                      f"(sign test p {shown_p(sign_test_p(over, len(busy)))})")
     return lines
 
 
-def print_significance(paths, everything):
+def print_significance(paths, everything, server="weft"):
     """`--significance`: see the module docs."""
-    found = triples(paths, everything)
+    found = triples(paths, everything, server)
     if not found:
         print("\nscale_pool.py: --significance needs records taken with PEER_TWICE=1", file=sys.stderr)
         return
     for proto, rows in sorted(found.items()):
         print()
-        print("\n".join(significance_lines(proto, rows)))
+        print("\n".join(significance_lines(proto, rows, server)))
 
 
-def summarize(pooled, server):
+def summarize(pooled, server, against="peer"):
     """The 25 % and 50 % points together, per protocol: the line the notes quote for item 3
-    (the 75 % points are mostly generator-bound on this VM)."""
+    (the 75 % points are mostly generator-bound on this VM). Against a named server (a
+    variant against the defaults) also the sign tests of p99 and busy CPU, round by round."""
+    peers = against in ("peer", "peer-2")
+    whose, the_whose = ("peer's", "the peer's") if peers else (f"{against}'s", f"{against}'s")
     for proto in sorted({point[0] for point in pooled}):
         pairs = [pair for point, ps in pooled.items() if point[0] == proto and point[2] in (25, 50) for pair in ps]
         p99 = sorted(a["p99_us"] / b["p99_us"] for a, b in pairs if b.get("p99_us"))
@@ -299,10 +332,19 @@ def summarize(pooled, server):
                       if a.get("server_busy") and b.get("server_busy"))
         if not p99:
             continue
-        cpu = f"; busy over the peer's {busy[0]:.2f}–{statistics.median(busy):.2f}–{busy[-1]:.2f}" if busy else ""
-        print(f"\n{proto}, the 25 % and 50 % points together: {server} p99 / peer's {statistics.median(p99):.2f} "
+        cpu = f"; busy over {the_whose} {busy[0]:.2f}–{statistics.median(busy):.2f}–{busy[-1]:.2f}" if busy else ""
+        print(f"\n{proto}, the 25 % and 50 % points together: {server} p99 / {whose} {statistics.median(p99):.2f} "
               f"({sum(x <= 1 for x in p99)} of {len(p99)} rounds at or under), p999 over 2× in "
               f"{sum(x > 2 for x in p999)}{cpu}")
+        if peers:
+            continue
+        under = sum(x < 1 for x in p99)
+        untied = sum(x != 1 for x in p99)
+        over = sum(x > 1 for x in busy)
+        busy_untied = sum(x != 1 for x in busy)
+        print(f"{proto}: {server}'s p99 under {whose} in {under} of {untied} rounds (ties left out; sign "
+              f"test p {shown_p(sign_test_p(under, untied))}); its busy CPU over in {over} of "
+              f"{busy_untied} (sign test p {shown_p(sign_test_p(over, busy_untied))})")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 //! benches/scale_pool.py's `--significance`, run on records written here: a weft that is the
 //! slowest and busiest of every round is told apart from the peer, and one that takes each
-//! place in turn is not; the control's own split (the peer's two runs) is printed beside. And
-//! a record's idle poll counts only under the cpuidle driver that reads it.
+//! place in turn is not; the control's own split (the peer's two runs) is printed beside. A
+//! record's idle poll counts only under the cpuidle driver that reads it, and a variant is
+//! paired with the defaults it ran beside (`--against weft`).
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -161,5 +162,81 @@ fn a_recorded_idle_poll_counts_only_under_the_haltpoll_driver() {
         return;
     };
     assert!(!err.contains("different guest idle polls"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `path` with a variant's row (`name`) after each of weft's, its p99 and busy CPU weft's
+/// times `p99_times` and `busy_times`.
+fn with_variant(path: &Path, name: &str, p99_times: f64, busy_times: f64) -> PathBuf {
+    let text = std::fs::read_to_string(path).expect("read the record");
+    let out = path.with_file_name("variant.jsonl");
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        rows.push(line.to_string());
+        let mut r: serde_json::Value = serde_json::from_str(line).expect("a record row");
+        if r["server"] == "weft" {
+            r["server"] = name.into();
+            r["p99_us"] = (r["p99_us"].as_f64().unwrap() * p99_times).round().into();
+            r["server_busy"] = (r["server_busy"].as_f64().unwrap() * busy_times).into();
+            rows.push(r.to_string());
+        }
+    }
+    std::fs::write(&out, rows.join("\n") + "\n").expect("write the record");
+    out
+}
+
+#[test]
+fn a_variant_is_paired_with_the_defaults_it_ran_beside() {
+    let dir = scratch("variant");
+    let plain = record(&dir, "plain.jsonl", 10, |r| ([200 + r, 200, 200], 0.5));
+    let path = with_variant(&plain, "weft:--idle-poll-us,50", 0.5, 1.2);
+    let variant = OsStr::new("weft:--idle-poll-us,50");
+    let args = [
+        path.as_os_str(),
+        OsStr::new("--server"),
+        variant,
+        OsStr::new("--against"),
+        OsStr::new("weft"),
+        OsStr::new("--significance"),
+    ];
+    let Some(out) = pool(&args) else {
+        return;
+    };
+    assert!(
+        out.stdout
+            .contains("weft:--idle-poll-us,50 p99 / weft's 0.50 (20 of 20 rounds at or under)"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(
+            "p99 under weft's in 20 of 20 rounds (ties left out; sign test p < 0.001); \
+             its busy CPU over in 20 of 20 (sign test p < 0.001)"
+        ),
+        "{}",
+        out.stdout
+    );
+    // --significance ranks the variant, not weft, among the round's three runs.
+    assert!(
+        out.stdout
+            .contains("weft:--idle-poll-us,50 1.00 (p < 0.001)"),
+        "{}",
+        out.stdout
+    );
+    // A server is not paired with itself.
+    let same = [
+        path.as_os_str(),
+        OsStr::new("--against"),
+        OsStr::new("weft"),
+    ];
+    let Some(out) = run_bench_script("python3", "scale_pool.py", &same, &[]) else {
+        return;
+    };
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("pairs weft with itself"),
+        "{}",
+        out.stderr
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
