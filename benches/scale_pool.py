@@ -148,9 +148,11 @@ def main():
                     help="the run each round is paired with: the peer's (default), its second run "
                          "(peer-2, PEER_TWICE=1), or another server's of the same rounds by name")
     ap.add_argument("--ranks", action="store_true",
-                    help="also count how often weft, the peer and its second run had a round's lowest and highest p99")
+                    help="also count how often the server (--server), the peer and its second run had a round's "
+                         "lowest and highest p99")
     ap.add_argument("--significance", action="store_true",
-                    help="also test whether weft's p99 and CPU differ from the peer's by more than chance")
+                    help="also test whether the server's (--server) p99 and CPU differ from the peer's by more "
+                         "than chance")
     args = ap.parse_args()
     if args.against == "peer-2" and args.server == "peer-2":
         sys.exit("scale_pool.py: --against peer-2 needs a server other than peer-2")
