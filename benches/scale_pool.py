@@ -93,7 +93,7 @@ def rounds(path, server, everything, against="peer"):
             continue
         fraction = round(100 * r["offered_qps"] / int(peak[key]))
         point = (r["proto"], r["connections"], fraction)
-        if r["server"] == server or (server == "peer-2" and r["server"] == PEERS.get(r["proto"], "") + "-2"):
+        if r["server"] == reference(r["proto"], server):
             mine.setdefault(point, []).append(r)
         elif r["server"] == reference(r["proto"], against):
             theirs.setdefault(point, []).append(r)
@@ -102,14 +102,20 @@ def rounds(path, server, everything, against="peer"):
             yield point, a, b
 
 
-def reference(proto, against):
-    """The server name a round's rows are paired with: the peer, its second run, or `against`
-    itself when it names another server of the record."""
-    if against == "peer":
+def reference(proto, name):
+    """The server a name given on the command line stands for in a record of `proto`: the
+    peer ("peer"), its second run ("peer-2"), or the server of that name."""
+    if name == "peer":
         return PEERS.get(proto, "")
-    if against == "peer-2":
+    if name == "peer-2":
         return PEERS.get(proto, "") + "-2"
-    return against
+    return name
+
+
+def labels(against):
+    """How the output names the run a server is paired with: ("peer", "the peer") for the
+    peer's runs, the server's own name twice otherwise."""
+    return ("peer", "the peer") if against in ("peer", "peer-2") else (against, against)
 
 
 def ranked(server):
@@ -174,8 +180,7 @@ def main():
         shown = ", ".join(sorted(polls))
         print(f"scale_pool.py: warning: these rounds ran at different guest idle polls ({shown})",
               file=sys.stderr)
-    peers = args.against in ("peer", "peer-2")
-    other, the_other = ("peer", "the peer") if peers else (args.against, args.against)
+    other, the_other = labels(args.against)
     print(f"| protocol | connections | % of peer peak | rounds | {args.server} p99 / {other}'s, paired (min–med–max) "
           f"| rounds at or under | p999 / {other}'s (med) | rounds over 2× | rounds {the_other} is over 2× "
           "| generator busy (max) | rounds with steal |")
@@ -324,8 +329,8 @@ def summarize(pooled, server, against="peer"):
     """The 25 % and 50 % points together, per protocol: the line the notes quote for item 3
     (the 75 % points are mostly generator-bound on this VM). Against a named server (a
     variant against the defaults) also the sign tests of p99 and busy CPU, round by round."""
-    peers = against in ("peer", "peer-2")
-    whose, the_whose = ("peer's", "the peer's") if peers else (f"{against}'s", f"{against}'s")
+    other, the_other = labels(against)
+    whose, the_whose = f"{other}'s", f"{the_other}'s"
     for proto in sorted({point[0] for point in pooled}):
         pairs = [pair for point, ps in pooled.items() if point[0] == proto and point[2] in (25, 50) for pair in ps]
         p99 = sorted(a["p99_us"] / b["p99_us"] for a, b in pairs if b.get("p99_us"))
@@ -338,7 +343,7 @@ def summarize(pooled, server, against="peer"):
         print(f"\n{proto}, the 25 % and 50 % points together: {server} p99 / {whose} {statistics.median(p99):.2f} "
               f"({sum(x <= 1 for x in p99)} of {len(p99)} rounds at or under), p999 over 2× in "
               f"{sum(x > 2 for x in p999)}{cpu}")
-        if peers:
+        if against in ("peer", "peer-2"):
             continue
         under = sum(x < 1 for x in p99)
         untied = sum(x != 1 for x in p99)
