@@ -26,6 +26,8 @@
 #               every EVERY_MS=500 through the window (SIGSTOP/SIGCONT, benches/stalls.py): the
 #               same episode for every server at known times; per round the worst latency
 #               around a stall and how long its backlog took to drain, paired by round
+#               (PROTOS="mc http" by default; PEER_TWICE=1 adds the peer's second run; the
+#               order of a round as in `all`)
 # Prints a table per protocol, then each other server's p99 and p999 over the peer's paired by
 # round (servers of a round run back to back, the list started one server further on every
 # two rounds and reversed every other round, counted across points, so that each server takes
@@ -60,10 +62,10 @@ WEFT_ARGS=${WEFT_ARGS:-}
 # More weft servers for `all`/`mc`/`http`, run beside the defaults at every point: one word
 # each, `weft:` and its flags with commas for spaces (e.g. VARIANTS="weft:--keep-tick-us,0").
 VARIANTS=${VARIANTS:-}
-# PEER_TWICE=1 runs the peer a second time in every round of `all`/`mc`/`http`, just before the
-# first (as memcached-2 / nginx-2): its p99 over the peer's, paired by round like weft's, is
-# what this machine's drift and episodes alone make of two runs of one server (an A/A
-# control), the floor any comparison of two servers here sits on.
+# PEER_TWICE=1 runs the peer a second time in every round of `all`/`mc`/`http`/`stalls`, as
+# memcached-2 / nginx-2: its figures over the peer's, paired by round like weft's, are what
+# this machine's drift and episodes alone make of two runs of one server (an A/A control),
+# the floor any comparison of two servers here sits on.
 PEER_TWICE=${PEER_TWICE:-}
 case $PEER_TWICE in "" | 1) ;; *) echo "scale.sh: PEER_TWICE is empty or 1" >&2; exit 2 ;; esac
 OUT=${OUT:-docs/bench}
@@ -459,13 +461,16 @@ stalls)
   conns=${CONNS##* }
   traces=${TRACES:-/tmp/weft-stalls-$stamp} # large: not in the record directory
   mkdir -p "$traces"
-  for proto in mc http; do
+  for proto in ${PROTOS:-mc http}; do
     peer=memcached
     [ "$proto" = http ] && peer=nginx
     peak=$(point "$proto" "$peer" "$conns" 400000 | python3 -c "import json,sys; print(int(json.load(sys.stdin)['actual_qps']))")
     qps=$((peak / 2))
+    names=("$peer" weft)
+    [ -n "$PEER_TWICE" ] && names+=("$peer-2")
     for r in $(seq "$ROUNDS"); do
-      for name in "$peer" weft; do
+      # As in `sweep`: each server takes each place of a round equally often.
+      for name in $(round_order "$((r - 1))" "${names[@]}"); do
         point "$proto" "$name" "$conns" "$qps" "stall:$traces/$proto-$name-$r" |
           python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=50, peer_peak=$peak); print(json.dumps(d))" >>"$work/table.jsonl"
       done
@@ -476,8 +481,8 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 peers = {'mc': 'memcached', 'http': 'nginx'}
 print(f"Stalls of {sys.argv[2]} ms every {sys.argv[3]} ms inside the window; per round the medians over its stalls.")
-print("| protocol | connections | server | rounds | p99 ms (med) | p999 ms (med) | worst around a stall, ms (min–med–max) | drained after, ms (min–med–max) | p999 / peer's, same round (min–med–max) |")
-print("|---|---:|---|---:|---:|---:|---|---|---|")
+print("| protocol | connections | server | rounds | p99 ms (med) | p999 ms (med) | worst around a stall, ms (min–med–max) | drained after, ms (min–med–max) | drained / peer's, same round (min–med–max; rounds at or under) | p999 / peer's, same round (min–med–max) |")
+print("|---|---:|---|---:|---:|---:|---|---|---|---|")
 def spread(v):
     v = sorted(v)
     return f"{v[0]:.1f}–{statistics.median(v):.1f}–{v[-1]:.1f}" if v else "–"
@@ -487,9 +492,12 @@ for proto in ('mc', 'http'):
     for name in dict.fromkeys(r['server'] for r in at):
         rs = [r for r in at if r['server'] == name]
         ratio = [m['p999_us'] / q['p999_us'] for m, q in zip(rs, peer) if q.get('p999_us')]
+        drains = [m['drain_ms_median'] / q['drain_ms_median'] for m, q in zip(rs, peer) if q.get('drain_ms_median')]
+        drain = f"{spread(drains)}; {sum(1 for x in drains if x <= 1.0)} of {len(drains)}" if drains else "–"
+        mine = name == peers[proto]
         print(f"| {proto} | {rs[0]['connections']} | {name} | {len(rs)} | {statistics.median(r['p99_us'] for r in rs)/1000:.2f} | "
               f"{statistics.median(r['p999_us'] for r in rs)/1000:.2f} | {spread([r['worst_ms_median'] for r in rs])} | "
-              f"{spread([r['drain_ms_median'] for r in rs])} | {spread(ratio) if name != peers[proto] else '–'} |")
+              f"{spread([r['drain_ms_median'] for r in rs])} | {'–' if mine else drain} | {'–' if mine else spread(ratio)} |")
 EOF
   ;;
 generators)
