@@ -11,7 +11,12 @@ protocol, connection count and fraction.
 
 A round pairs the weft server and the peer that ran back to back in it (scale.sh alternates
 them). Only records taken with ISOLATE=fifo are used, unless --all. The generator column is
-the busiest round's: at 0.9 or more the load core, not the server, sets the tail.
+the busiest round's: at 0.9 or more the load core, not the server, sets the tail. Each point
+also gets the exact sign test of its rounds (how many had the lower p99, ties left out, and
+the two-sided p of a split that uneven from a fair coin): item 3 asks for every point, so
+with nine points a protocol read a p under 0.05 / 9 (about 0.006) as a point that leans
+beyond chance, and compare it with the same column for the peer's second run (`--server
+peer-2`).
 
 After the table, one line per protocol takes the 25 % and 50 % points together: the median
 of every round's p99 ratio, how many rounds were at or under, and the server's CPU over the
@@ -54,6 +59,9 @@ peer's first run was always in the middle of its round and weft and the second r
 ends: there the second run is the fair one to hold weft against. Later records rotate the
 order, so each takes each place equally often.
 
+`--significance` then gives each point's mean ranks on their own (all three fractions): item 3
+asks for every point, and with nine points a p under about 0.006 is beyond chance for one.
+
 `--against NAME` pairs the server with another server of the same rounds instead of the peer:
 a variant with the defaults it ran beside (`--server "weft:--idle-poll-us,50" --against
 weft`, records taken with scale.sh's VARIANTS). The summary then adds exact sign tests of
@@ -84,6 +92,10 @@ def rounds(path, server, everything, against="peer"):
     mine, theirs = {}, {}
     for r in rows:
         if not everything and r.get("isolate") != "fifo":
+            continue
+        # Only openloop's plain rounds (records before 2026-11-26 do not name the generator):
+        # a `stalls` round stops its server on purpose and a traced one pays for its trace.
+        if r.get("generator", "openloop") != "openloop":
             continue
         key = (r["proto"], r["connections"])
         if r["offered_qps"] >= 400000:
@@ -183,8 +195,8 @@ def main():
     other, the_other = labels(args.against)
     print(f"| protocol | connections | % of peer peak | rounds | {args.server} p99 / {other}'s, paired (min–med–max) "
           f"| rounds at or under | p999 / {other}'s (med) | rounds over 2× | rounds {the_other} is over 2× "
-          "| generator busy (max) | rounds with steal |")
-    print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+          "| rounds under / over (sign test p) | generator busy (max) | rounds with steal |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|---:|---|---:|---:|")
     for point in sorted(pooled):
         pairs = pooled[point]
         p99 = sorted(a["p99_us"] / b["p99_us"] for a, b in pairs if b.get("p99_us"))
@@ -197,11 +209,15 @@ def main():
         steals = [(steal_ms(a), steal_ms(b)) for a, b in pairs]
         known = [s for s in steals if None not in s]
         stolen = f"{sum(max(s) > 0 for s in known)} of {len(known)}" if known else "–"
+        # Per point, the exact sign test of the rounds' p99s (ties left out): whether this
+        # point leans one way beyond what a fair coin gives.
+        under, over = sum(x < 1 for x in p99), sum(x > 1 for x in p99)
+        sign = f"{under} / {over} (p {shown_p(sign_test_p(under, under + over))})"
         print(f"| {point[0]} | {point[1]} | {point[2]} % | {len(p99)} | "
               f"{p99[0]:.2f}–{statistics.median(p99):.2f}–{p99[-1]:.2f} | "
               f"{sum(x <= 1 for x in p99)} of {len(p99)} | {statistics.median(p999):.2f} | "
               f"{sum(x > 2 for x in p999)} of {len(p999)} | {sum(x < 0.5 for x in p999)} of {len(p999)} | "
-              f"{gen:.2f}{bound} | {stolen} |")
+              f"{sign} | {gen:.2f}{bound} | {stolen} |")
     summarize(pooled, args.server, args.against)
     if args.ranks:
         print_ranks(args.records, args.all, ranked(args.server))
@@ -238,9 +254,9 @@ def print_ranks(paths, everything, server="weft"):
               f"highest p99 (ties count for nobody): {shown}")
 
 
-def triples(paths, everything, server="weft"):
-    """Per protocol, the rounds at the 25 % and 50 % points that have all three runs: (`server`,
-    the peer, the peer's second run) rows."""
+def point_triples(paths, everything, server="weft"):
+    """Per point (protocol, connections, fraction), the rounds that have all three runs:
+    (`server`, the peer, the peer's second run) rows."""
     out = {}
     for path in paths:
         firsts, seconds = {}, {}
@@ -249,11 +265,40 @@ def triples(paths, everything, server="weft"):
         for point, _, b in rounds(path, server, everything, "peer-2"):
             seconds.setdefault(point, []).append(b)
         for point, pairs in firsts.items():
-            if point[2] not in (25, 50):
-                continue
             for (w, p), p2 in zip(pairs, seconds.get(point, [])):
-                out.setdefault(point[0], []).append((w, p, p2))
+                out.setdefault(point, []).append((w, p, p2))
     return out
+
+
+def triples(paths, everything, server="weft"):
+    """Per protocol, the rounds at the 25 % and 50 % points that have all three runs: (`server`,
+    the peer, the peer's second run) rows."""
+    out = {}
+    for point, rows in sorted(point_triples(paths, everything, server).items()):
+        if point[2] in (25, 50):
+            out.setdefault(point[0], []).extend(rows)
+    return out
+
+
+def mean_ranks(rows):
+    """The mean rank of each of a round's three runs' p99 (1 lowest) over `rows`, and the
+    standard error of one under the null that the three are alike."""
+    sums = [0.0, 0.0, 0.0]
+    for triple in rows:
+        for i, r in enumerate(ranks_of([x["p99_us"] for x in triple])):
+            sums[i] += r
+    n = len(rows)
+    return [total / n for total in sums], math.sqrt(2 / 3 / n)
+
+
+def point_rank_line(point, rows, server="weft"):
+    """`--significance`'s line for one point: each run's mean rank among its round's three,
+    with the two-sided p of its distance from 2."""
+    means, se = mean_ranks(rows)
+    names = (server, "the peer", "its second run")
+    shown = "; ".join(f"{name} {m:.2f} (p {shown_p(two_sided_normal_p((m - 2) / se))})"
+                      for name, m in zip(names, means))
+    return f"{point[0]} {point[1]} {point[2]} %, {len(rows)} rounds: mean rank {shown}"
 
 
 def ranks_of(values):
@@ -285,13 +330,9 @@ def significance_lines(proto, rows, server="weft"):
     """The lines `--significance` prints for one protocol's (`server`, peer, peer-2) rounds."""
     n = len(rows)
     names = (server, "the peer", "its second run")
-    sums = [0.0, 0.0, 0.0]
-    for triple in rows:
-        for i, r in enumerate(ranks_of([x["p99_us"] for x in triple])):
-            sums[i] += r
-    se = math.sqrt(2 / 3 / n)
-    shown = "; ".join(f"{name} {total / n:.2f} (p {shown_p(two_sided_normal_p((total / n - 2) / se))})"
-                      for name, total in zip(names, sums))
+    means, se = mean_ranks(rows)
+    shown = "; ".join(f"{name} {m:.2f} (p {shown_p(two_sided_normal_p((m - 2) / se))})"
+                      for name, m in zip(names, means))
     lines = [f"{proto}, the 25 % and 50 % points, {n} rounds of three runs: mean rank of p99 (1 lowest, "
              f"2 ± {se:.3f} if the three are alike): {shown}"]
     pairs = [(w["p99_us"], p2["p99_us"]) for w, _, p2 in rows if w["p99_us"] != p2["p99_us"]]
@@ -320,9 +361,14 @@ def print_significance(paths, everything, server="weft"):
     if not found:
         print("\nscale_pool.py: --significance needs records taken with PEER_TWICE=1", file=sys.stderr)
         return
+    by_point = point_triples(paths, everything, server)
     for proto, rows in sorted(found.items()):
         print()
         print("\n".join(significance_lines(proto, rows, server)))
+        # Item 3 asks for every point: each point's ranks on its own (with nine points, a p
+        # under about 0.006 is beyond chance for one of them).
+        for point in sorted(p for p in by_point if p[0] == proto):
+            print(point_rank_line(point, by_point[point], server))
 
 
 def summarize(pooled, server, against="peer"):

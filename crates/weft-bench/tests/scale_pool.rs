@@ -240,3 +240,52 @@ fn a_variant_is_paired_with_the_defaults_it_ran_beside() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `path` with the rounds of a `stalls` run added (scale.sh's `generator: "stall"` rows, at
+/// 50 % of the same peak): weft's p99 in them 100 times the peer's.
+fn with_stall_rounds(path: &Path, rounds: u32) -> PathBuf {
+    let text = std::fs::read_to_string(path).expect("read the record");
+    let out = path.with_file_name("stalls.jsonl");
+    let mut rows: Vec<String> = text.lines().map(str::to_string).collect();
+    for _ in 0..rounds {
+        for (server, p99_us) in [
+            ("memcached", 20_000),
+            ("weft", 2_000_000),
+            ("memcached-2", 20_000),
+        ] {
+            let mut r: serde_json::Value =
+                serde_json::from_str(&row(server, 50_000, 50_000, p99_us, 0.5)).expect("a row");
+            r["generator"] = "stall".into();
+            r["worst_ms_median"] = 30.0.into();
+            rows.push(r.to_string());
+        }
+    }
+    std::fs::write(&out, rows.join("\n") + "\n").expect("write the record");
+    out
+}
+
+#[test]
+fn each_point_is_judged_on_its_own_rounds_and_stalls_are_left_out() {
+    let dir = scratch("points");
+    // Under the peer's p99 in every round at both points: 20 of 20 each.
+    let plain = record(&dir, "plain.jsonl", 20, |r| ([100 + r, 200, 210], 0.5));
+    let path = with_stall_rounds(&plain, 5);
+    let Some(out) = significance(&path) else {
+        return;
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    // The stalls' rounds (stopped on purpose, over the peer's) are not pooled with the plain
+    // ones: the 50 % point keeps its 20 rounds, all under.
+    for point in ["| mc | 1000 | 25 % | 20 |", "| mc | 1000 | 50 % | 20 |"] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(point))
+            .unwrap_or_else(|| panic!("no row {point}: {out}"));
+        assert!(line.contains("| 20 / 0 (p < 0.001) |"), "{line}");
+    }
+    // `--significance` ranks each point on its own too.
+    assert!(
+        out.contains("mc 1000 50 %, 20 rounds: mean rank weft 1.00 (p < 0.001)"),
+        "{out}"
+    );
+}
