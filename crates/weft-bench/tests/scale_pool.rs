@@ -126,16 +126,24 @@ fn pool_warnings(records: &[PathBuf]) -> Option<String> {
     Some(pool(&args)?.stderr)
 }
 
-/// `path` with every row given the cpuidle driver `driver`.
-fn with_driver(path: &Path, driver: &str, name: &str) -> PathBuf {
+/// A copy of the record at `path`, named `name` beside it, whose rows `edit` writes: it gets
+/// each row of the original and pushes what the copy holds in its place.
+fn rewritten(path: &Path, name: &str, mut edit: impl FnMut(&str, &mut Vec<String>)) -> PathBuf {
     let text = std::fs::read_to_string(path).expect("read the record");
     let out = path.with_file_name(name);
-    let rows: Vec<String> = text
-        .lines()
-        .map(|l| l.replacen('{', &format!(r#"{{"cpuidle_driver": "{driver}", "#), 1))
-        .collect();
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        edit(line, &mut rows);
+    }
     std::fs::write(&out, rows.join("\n") + "\n").expect("write the record");
     out
+}
+
+/// `path` with every row given the cpuidle driver `driver`.
+fn with_driver(path: &Path, driver: &str, name: &str) -> PathBuf {
+    rewritten(path, name, |line, rows| {
+        rows.push(line.replacen('{', &format!(r#"{{"cpuidle_driver": "{driver}", "#), 1));
+    })
 }
 
 #[test]
@@ -168,10 +176,7 @@ fn a_recorded_idle_poll_counts_only_under_the_haltpoll_driver() {
 /// `path` with a variant's row (`name`) after each of weft's, its p99 and busy CPU weft's
 /// times `p99_times` and `busy_times`.
 fn with_variant(path: &Path, name: &str, p99_times: f64, busy_times: f64) -> PathBuf {
-    let text = std::fs::read_to_string(path).expect("read the record");
-    let out = path.with_file_name("variant.jsonl");
-    let mut rows = Vec::new();
-    for line in text.lines() {
+    rewritten(path, "variant.jsonl", |line, rows| {
         rows.push(line.to_string());
         let mut r: serde_json::Value = serde_json::from_str(line).expect("a record row");
         if r["server"] == "weft" {
@@ -180,9 +185,7 @@ fn with_variant(path: &Path, name: &str, p99_times: f64, busy_times: f64) -> Pat
             r["server_busy"] = (r["server_busy"].as_f64().unwrap() * busy_times).into();
             rows.push(r.to_string());
         }
-    }
-    std::fs::write(&out, rows.join("\n") + "\n").expect("write the record");
-    out
+    })
 }
 
 #[test]
@@ -241,27 +244,30 @@ fn a_variant_is_paired_with_the_defaults_it_ran_beside() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `path` with the rounds of a `stalls` run added (scale.sh's `generator: "stall"` rows, at
-/// 50 % of the same peak): weft's p99 in them 100 times the peer's.
+/// `path` with the rounds of a `stalls` run added after its peak row (scale.sh's
+/// `generator: "stall"` rows, at 50 % of the same peak): weft's p99 in them 100 times the
+/// peer's.
 fn with_stall_rounds(path: &Path, rounds: u32) -> PathBuf {
-    let text = std::fs::read_to_string(path).expect("read the record");
-    let out = path.with_file_name("stalls.jsonl");
-    let mut rows: Vec<String> = text.lines().map(str::to_string).collect();
-    for _ in 0..rounds {
-        for (server, p99_us) in [
-            ("memcached", 20_000),
-            ("weft", 2_000_000),
-            ("memcached-2", 20_000),
-        ] {
-            let mut r: serde_json::Value =
-                serde_json::from_str(&row(server, 50_000, 50_000, p99_us, 0.5)).expect("a row");
-            r["generator"] = "stall".into();
-            r["worst_ms_median"] = 30.0.into();
-            rows.push(r.to_string());
+    let mut peak_seen = false;
+    rewritten(path, "stalls.jsonl", |line, rows| {
+        rows.push(line.to_string());
+        if std::mem::replace(&mut peak_seen, true) {
+            return;
         }
-    }
-    std::fs::write(&out, rows.join("\n") + "\n").expect("write the record");
-    out
+        for _ in 0..rounds {
+            for (server, p99_us) in [
+                ("memcached", 20_000),
+                ("weft", 2_000_000),
+                ("memcached-2", 20_000),
+            ] {
+                let mut r: serde_json::Value =
+                    serde_json::from_str(&row(server, 50_000, 50_000, p99_us, 0.5)).expect("a row");
+                r["generator"] = "stall".into();
+                r["worst_ms_median"] = 30.0.into();
+                rows.push(r.to_string());
+            }
+        }
+    })
 }
 
 #[test]
