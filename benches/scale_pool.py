@@ -270,34 +270,34 @@ def point_triples(paths, everything, server="weft"):
     return out
 
 
-def triples(paths, everything, server="weft"):
-    """Per protocol, the rounds at the 25 % and 50 % points that have all three runs: (`server`,
-    the peer, the peer's second run) rows."""
+def by_protocol(point_rows):
+    """`point_triples`' rounds at the 25 % and 50 % points, per protocol."""
     out = {}
-    for point, rows in sorted(point_triples(paths, everything, server).items()):
+    for point, rows in sorted(point_rows.items()):
         if point[2] in (25, 50):
             out.setdefault(point[0], []).extend(rows)
     return out
 
 
-def mean_ranks(rows):
-    """The mean rank of each of a round's three runs' p99 (1 lowest) over `rows`, and the
-    standard error of one under the null that the three are alike."""
+def mean_ranks(rows, server="weft"):
+    """Each of a round's three runs' mean rank of p99 (1 lowest) over `rows`, shown with the
+    two-sided p of its distance from 2, and the standard error of one under the null that the
+    three are alike."""
     sums = [0.0, 0.0, 0.0]
     for triple in rows:
         for i, r in enumerate(ranks_of([x["p99_us"] for x in triple])):
             sums[i] += r
     n = len(rows)
-    return [total / n for total in sums], math.sqrt(2 / 3 / n)
+    se = math.sqrt(2 / 3 / n)
+    names = (server, "the peer", "its second run")
+    shown = "; ".join(f"{name} {total / n:.2f} (p {shown_p(two_sided_normal_p((total / n - 2) / se))})"
+                      for name, total in zip(names, sums))
+    return shown, se
 
 
 def point_rank_line(point, rows, server="weft"):
-    """`--significance`'s line for one point: each run's mean rank among its round's three,
-    with the two-sided p of its distance from 2."""
-    means, se = mean_ranks(rows)
-    names = (server, "the peer", "its second run")
-    shown = "; ".join(f"{name} {m:.2f} (p {shown_p(two_sided_normal_p((m - 2) / se))})"
-                      for name, m in zip(names, means))
+    """`--significance`'s line for one point: each run's mean rank among its round's three."""
+    shown, _ = mean_ranks(rows, server)
     return f"{point[0]} {point[1]} {point[2]} %, {len(rows)} rounds: mean rank {shown}"
 
 
@@ -329,10 +329,7 @@ def shown_p(p):
 def significance_lines(proto, rows, server="weft"):
     """The lines `--significance` prints for one protocol's (`server`, peer, peer-2) rounds."""
     n = len(rows)
-    names = (server, "the peer", "its second run")
-    means, se = mean_ranks(rows)
-    shown = "; ".join(f"{name} {m:.2f} (p {shown_p(two_sided_normal_p((m - 2) / se))})"
-                      for name, m in zip(names, means))
+    shown, se = mean_ranks(rows, server)
     lines = [f"{proto}, the 25 % and 50 % points, {n} rounds of three runs: mean rank of p99 (1 lowest, "
              f"2 ± {se:.3f} if the three are alike): {shown}"]
     pairs = [(w["p99_us"], p2["p99_us"]) for w, _, p2 in rows if w["p99_us"] != p2["p99_us"]]
@@ -357,11 +354,11 @@ def significance_lines(proto, rows, server="weft"):
 
 def print_significance(paths, everything, server="weft"):
     """`--significance`: see the module docs."""
-    found = triples(paths, everything, server)
+    by_point = point_triples(paths, everything, server)
+    found = by_protocol(by_point)
     if not found:
         print("\nscale_pool.py: --significance needs records taken with PEER_TWICE=1", file=sys.stderr)
         return
-    by_point = point_triples(paths, everything, server)
     for proto, rows in sorted(found.items()):
         print()
         print("\n".join(significance_lines(proto, rows, server)))
