@@ -68,6 +68,14 @@ VARIANTS=${VARIANTS:-}
 # the floor any comparison of two servers here sits on.
 PEER_TWICE=${PEER_TWICE:-}
 case $PEER_TWICE in "" | 1) ;; *) echo "scale.sh: PEER_TWICE is empty or 1" >&2; exit 2 ;; esac
+# TURN0=N starts the rounds' order at turn N of round_order (a repeat of a table's order);
+# empty (the default): a random turn, so each point's rounds take different places in each
+# table (first_turn).
+TURN0=${TURN0:-}
+case $TURN0 in "" | [0-9] | [0-9][0-9]) ;; *) echo "scale.sh: TURN0 is empty or a turn number (0-99)" >&2; exit 2 ;; esac
+# The round under way (set around a round's points): its turn and the server's place in it.
+round_turn=
+round_place=
 OUT=${OUT:-docs/bench}
 # HALT_POLL_NS=N sets the guest's idle poll (the cpuidle-haltpoll driver's guest_halt_poll_ns:
 # how long an idle vCPU polls for work before it halts) for the run, and puts the old value
@@ -297,7 +305,7 @@ print(json.dumps(d))" "$work/trace.json" "$file" 2>/dev/null || echo '{}')
   # The idle poll in effect: only the haltpoll driver reads guest_halt_poll_ns.
   [ "$cpuidle_driver" = haltpoll ] && [ -r "$halt_poll" ] && halt=$(cat "$halt_poll")
   [ -s "$work/busy" ] && read -r busy steal0 steal1 <"$work/busy"
-  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='${generator%%:*}', server_busy=$busy, server_cpu_steal_ms=$steal0, load_cpu_steal_ms=$steal1, guest_halt_poll_ns=$halt, cpuidle_driver='$cpuidle_driver', stamp='$stamp', isolate='$ISOLATE', duration=$DURATION); print(json.dumps(d))" "$out")
+  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='${generator%%:*}', server_busy=$busy, server_cpu_steal_ms=$steal0, load_cpu_steal_ms=$steal1, guest_halt_poll_ns=$halt, cpuidle_driver='$cpuidle_driver', stamp='$stamp', isolate='$ISOLATE', duration=$DURATION, turn=${round_turn:-None}, place=${round_place:-None}); print(json.dumps(d))" "$out")
   echo "$out" >>"$record"
   echo "$out"
 }
@@ -320,6 +328,20 @@ round_order() {
   echo
 }
 
+# first_turn NAME... -> the turn a table's first round takes: TURN0 when set, else one of the
+# 2 x servers turns after which round_order repeats, at random. A point has ROUNDS rounds
+# (4 of 3 servers cannot share the places out), so a table started at turn 0 gave each point
+# the same places in every table: weft never in the middle at 1,000 connections and 50 % in
+# 38 tables, memcached there half the time (docs/notes/scale.md, forty-first session). Every
+# point records its round's turn and the server's place in it.
+first_turn() {
+  if [ -n "$TURN0" ]; then
+    echo "$TURN0"
+  else
+    echo $((RANDOM % (2 * $#)))
+  fi
+}
+
 # sweep PROTO PEER "NAMES..." : peak of the peer, then 25/50/75 % for every server
 sweep() {
   local proto=$1 peer=$2 names=$3
@@ -331,7 +353,9 @@ sweep() {
   # list was only reversed, so the middle server of three was always in the middle: the
   # peer's first run, whose rank among a round's three runs then strayed from chance's
   # (docs/notes/scale.md, "An eleventh tuned cache table").
-  local turn=0
+  local turn
+  # shellcheck disable=SC2086
+  turn=$(first_turn $names)
   for conns in $CONNS; do
     local peak peak_point
     peak_point=$(point "$proto" "$peer" "$conns" 400000)
@@ -347,10 +371,13 @@ if g >= 0.9 and g >= s: print(f'# warning: the generator was busy {g:.2f} of its
       for _ in $(seq "$ROUNDS"); do
         local order
         order=$(round_order "$turn" $names)
+        round_turn=$turn round_place=0
         turn=$((turn + 1))
         for name in $order; do
           point "$proto" "$name" "$conns" "$qps" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=$frac, peer_peak=$peak); print(json.dumps(d))" >>"$work/table.jsonl"
+          round_place=$((round_place + 1))
         done
+        round_turn= round_place=
       done
     done
   done
@@ -468,12 +495,17 @@ stalls)
     qps=$((peak / 2))
     names=("$peer" weft)
     [ -n "$PEER_TWICE" ] && names+=("$peer-2")
+    turn=$(first_turn "${names[@]}")
     for r in $(seq "$ROUNDS"); do
       # As in `sweep`: each server takes each place of a round equally often.
-      for name in $(round_order "$((r - 1))" "${names[@]}"); do
+      round_turn=$turn round_place=0
+      for name in $(round_order "$turn" "${names[@]}"); do
         point "$proto" "$name" "$conns" "$qps" "stall:$traces/$proto-$name-$r" |
           python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=50, peer_peak=$peak); print(json.dumps(d))" >>"$work/table.jsonl"
+        round_place=$((round_place + 1))
       done
+      turn=$((turn + 1))
+      round_turn= round_place=
     done
   done
   python3 - "$work/table.jsonl" "$STALL_MS" "$EVERY_MS" <<'EOF'
