@@ -9,20 +9,18 @@ use std::process::Command;
 
 use weft_testkit::require;
 
-/// The orders `round_order` gives for turns `0..turns` of `names`, taken from scale.sh itself;
-/// `None` without bash (a failure under `CI=true`).
-fn orders(turns: usize, names: &[&str]) -> Option<Vec<Vec<String>>> {
+/// The lines printed by `program` run after the shell function `function` of scale.sh (the
+/// function taken from the script itself, after `preamble`); `None` without bash (a failure
+/// under `CI=true`).
+fn run_function(function: &str, preamble: &str, program: &str) -> Option<Vec<String>> {
     let bash = require("bash")?;
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/scale.sh");
     let source = std::fs::read_to_string(&script).expect("read scale.sh");
     let start = source
-        .find("\nround_order() {")
-        .expect("scale.sh defines round_order");
-    let end = start + source[start..].find("\n}\n").expect("round_order ends") + 3;
-    let mut program = source[start..end].to_string();
-    for turn in 0..turns {
-        program.push_str(&format!("round_order {turn} {}\n", names.join(" ")));
-    }
+        .find(&format!("\n{function}() {{"))
+        .unwrap_or_else(|| panic!("scale.sh defines {function}"));
+    let end = start + source[start..].find("\n}\n").expect("the function ends") + 3;
+    let program = format!("{preamble}\n{}{program}", &source[start..end]);
     let out = Command::new(bash)
         .args(["-c", &program])
         .output()
@@ -33,8 +31,18 @@ fn orders(turns: usize, names: &[&str]) -> Option<Vec<Vec<String>>> {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).expect("UTF-8");
+    Some(text.lines().map(str::to_string).collect())
+}
+
+/// The orders `round_order` gives for turns `0..turns` of `names`.
+fn orders(turns: usize, names: &[&str]) -> Option<Vec<Vec<String>>> {
+    let calls: String = (0..turns)
+        .map(|turn| format!("round_order {turn} {}\n", names.join(" ")))
+        .collect();
+    let lines = run_function("round_order", "", &calls)?;
     Some(
-        text.lines()
+        lines
+            .iter()
             .map(|l| l.split_whitespace().map(str::to_string).collect())
             .collect(),
     )
@@ -81,31 +89,13 @@ fn each_server_takes_each_place_of_a_round_equally_often() {
 }
 
 /// What `first_turn` prints for `names`, `calls` times in one shell, with `TURN0` as given
-/// (empty: unset); taken from scale.sh itself. `None` without bash (a failure under `CI=true`).
+/// (empty: unset).
 fn first_turns(calls: usize, turn0: &str, names: &[&str]) -> Option<Vec<usize>> {
-    let bash = require("bash")?;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/scale.sh");
-    let source = std::fs::read_to_string(&script).expect("read scale.sh");
-    let start = source
-        .find("\nfirst_turn() {")
-        .expect("scale.sh defines first_turn");
-    let end = start + source[start..].find("\n}\n").expect("first_turn ends") + 3;
-    let mut program = format!("TURN0={turn0}\n{}", &source[start..end]);
-    for _ in 0..calls {
-        program.push_str(&format!("first_turn {}\n", names.join(" ")));
-    }
-    let out = Command::new(bash)
-        .args(["-c", &program])
-        .output()
-        .expect("run bash");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    let program = format!("first_turn {}\n", names.join(" ")).repeat(calls);
+    let lines = run_function("first_turn", &format!("TURN0={turn0}"), &program)?;
     Some(
-        text.lines()
+        lines
+            .iter()
             .map(|l| l.trim().parse().expect("a turn number"))
             .collect(),
     )
