@@ -342,6 +342,23 @@ first_turn() {
   fi
 }
 
+# one_round TURN PROTO CONNS QPS FRACTION PEAK NAME... : one round of a point, every server
+# once, in round_order's order for TURN, each row appended to the table with the point's
+# fraction, the peer's peak, the round's turn and the server's place in it. Names may hold
+# spaces ("weft --io epoll"): the order is taken over their indices.
+one_round() {
+  local turn=$1 proto=$2 conns=$3 qps=$4 frac=$5 peak=$6
+  shift 6
+  local names=("$@") i
+  round_turn=$turn round_place=0
+  # shellcheck disable=SC2046
+  for i in $(round_order "$turn" $(seq 0 $((${#names[@]} - 1)))); do
+    point "$proto" "${names[$i]}" "$conns" "$qps" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=$frac, peer_peak=$peak); print(json.dumps(d))" >>"$work/table.jsonl"
+    round_place=$((round_place + 1))
+  done
+  round_turn= round_place=
+}
+
 # sweep PROTO PEER "NAMES..." : peak of the peer, then 25/50/75 % for every server
 sweep() {
   local proto=$1 peer=$2 names=$3
@@ -369,15 +386,9 @@ if g >= 0.9 and g >= s: print(f'# warning: the generator was busy {g:.2f} of its
     for frac in 25 50 75; do
       local qps=$((peak * frac / 100))
       for _ in $(seq "$ROUNDS"); do
-        local order
-        order=$(round_order "$turn" $names)
-        round_turn=$turn round_place=0
+        # shellcheck disable=SC2086
+        one_round "$turn" "$proto" "$conns" "$qps" "$frac" "$peak" $names
         turn=$((turn + 1))
-        for name in $order; do
-          point "$proto" "$name" "$conns" "$qps" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=$frac, peer_peak=$peak); print(json.dumps(d))" >>"$work/table.jsonl"
-          round_place=$((round_place + 1))
-        done
-        round_turn= round_place=
       done
     done
   done
@@ -469,16 +480,13 @@ variants)
     qps=$((peak / 2))
     names=("$peer" weft "weft --io epoll" "weft --scheduler work-stealing"
       "weft --scheduler relaxed-fifo" "weft --scheduler lifo-stealing" "weft --scheduler global-fifo")
-    for r in $(seq "$ROUNDS"); do
-      # Every other round in the opposite order, as in `sweep`.
-      order=("${names[@]}")
-      if [ $((r % 2)) -eq 0 ]; then
-        order=()
-        for ((i = ${#names[@]} - 1; i >= 0; i--)); do order+=("${names[$i]}"); done
-      fi
-      for name in "${order[@]}"; do
-        point "$proto" "$name" 15360 "$qps" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=50, peer_peak=$peak); print(json.dumps(d))" >>"$work/table.jsonl"
-      done
+    # As in `sweep`: round_order from a random turn. Until 2026-11-30 every other round was
+    # only reversed, so the middle one of the seven (`--scheduler relaxed-fifo`) ran fourth
+    # in every round and the others each took the same two places in every table.
+    turn=$(first_turn "${names[@]}")
+    for _ in $(seq "$ROUNDS"); do
+      one_round "$turn" "$proto" 15360 "$qps" 50 "$peak" "${names[@]}"
+      turn=$((turn + 1))
     done
   done
   ;;
