@@ -61,6 +61,12 @@ order, so each takes each place equally often.
 
 `--significance` then gives each point's mean ranks on their own (all three fractions): item 3
 asks for every point, and with nine points a p under about 0.006 is beyond chance for one.
+Each point's line ends with two sign tests against the peer's second run: weft's and the
+peer's first run's. The three ranks of a round sum to 6, so a point where the peer's first run
+is lucky shows weft behind it by as much; the second run tells the two apart (at the cache's
+1,000 connections / 50 % over 41 tables, weft 2.20 and the peer 1.79, and against the second
+run weft under in 73 of 164 rounds, the peer's first run in 93: docs/notes/scale.md,
+forty-second session).
 
 `--against NAME` pairs the server with another server of the same rounds instead of the peer:
 a variant with the defaults it ran beside (`--server "weft:--idle-poll-us,50" --against
@@ -295,10 +301,26 @@ def mean_ranks(rows, server="weft"):
     return shown, se
 
 
+def second_run_splits(rows):
+    """Over (`server`, peer, peer-2) rounds, ties left out: in how many of how many rounds the
+    server's p99 was under the peer's second run's, and the same for the peer's first run
+    (the control: one binary, one command line, so its split is what the machine and the
+    order alone make)."""
+    mine = [(w["p99_us"], p2["p99_us"]) for w, _, p2 in rows if w["p99_us"] != p2["p99_us"]]
+    control = [(p["p99_us"], p2["p99_us"]) for _, p, p2 in rows if p["p99_us"] != p2["p99_us"]]
+    return (sum(a < b for a, b in mine), len(mine)), (sum(a < b for a, b in control), len(control))
+
+
 def point_rank_line(point, rows, server="weft"):
-    """`--significance`'s line for one point: each run's mean rank among its round's three."""
+    """`--significance`'s line for one point: each run's mean rank among its round's three,
+    and the server's and the peer's first run's sign tests against the peer's second run (a
+    point where the peer's first run is lucky leans against the server by as much, and the
+    second run shows it)."""
     shown, _ = mean_ranks(rows, server)
-    return f"{point[0]} {point[1]} {point[2]} %, {len(rows)} rounds: mean rank {shown}"
+    (under, n), (first, m) = second_run_splits(rows)
+    return (f"{point[0]} {point[1]} {point[2]} %, {len(rows)} rounds: mean rank {shown}; under the "
+            f"second run's p99: {server} in {under} of {n} (p {shown_p(sign_test_p(under, n))}), "
+            f"the peer in {first} of {m} (p {shown_p(sign_test_p(first, m))})")
 
 
 def ranks_of(values):
@@ -332,16 +354,13 @@ def significance_lines(proto, rows, server="weft"):
     shown, se = mean_ranks(rows, server)
     lines = [f"{proto}, the 25 % and 50 % points, {n} rounds of three runs: mean rank of p99 (1 lowest, "
              f"2 ± {se:.3f} if the three are alike): {shown}"]
-    pairs = [(w["p99_us"], p2["p99_us"]) for w, _, p2 in rows if w["p99_us"] != p2["p99_us"]]
-    under = sum(a < b for a, b in pairs)
-    lines.append(f"{proto}: {server}'s p99 under the peer's second run's in {under} of {len(pairs)} rounds "
-                 f"(ties left out; sign test p {shown_p(sign_test_p(under, len(pairs)))})")
+    (under, n_mine), (first, n_control) = second_run_splits(rows)
+    lines.append(f"{proto}: {server}'s p99 under the peer's second run's in {under} of {n_mine} rounds "
+                 f"(ties left out; sign test p {shown_p(sign_test_p(under, n_mine))})")
     # The same test between the peer's two runs (one binary, one command line): how uneven
     # the machine and the order alone make a split here, to read weft's against.
-    control = [(p["p99_us"], p2["p99_us"]) for _, p, p2 in rows if p["p99_us"] != p2["p99_us"]]
-    first = sum(a < b for a, b in control)
-    lines.append(f"{proto}: the peer's p99 under its second run's in {first} of {len(control)} rounds "
-                 f"(ties left out; sign test p {shown_p(sign_test_p(first, len(control)))}): the "
+    lines.append(f"{proto}: the peer's p99 under its second run's in {first} of {n_control} rounds "
+                 f"(ties left out; sign test p {shown_p(sign_test_p(first, n_control))}): the "
                  f"control's own split")
     busy = [(w.get("server_busy"), p.get("server_busy")) for w, p, _ in rows]
     busy = [(a, b) for a, b in busy if a and b and a != b]

@@ -2,7 +2,8 @@
 //! slowest and busiest of every round is told apart from the peer, and one that takes each
 //! place in turn is not; the control's own split (the peer's two runs) is printed beside. A
 //! record's idle poll counts only under the cpuidle driver that reads it, and a variant is
-//! paired with the defaults it ran beside (`--against weft`).
+//! paired with the defaults it ran beside (`--against weft`). Each point is held against the
+//! peer's second run, the server and the peer's first run alike.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -293,5 +294,29 @@ fn each_point_is_judged_on_its_own_rounds_and_stalls_are_left_out() {
     assert!(
         out.contains("mc 1000 50 %, 20 rounds: mean rank weft 1.00 (p < 0.001)"),
         "{out}"
+    );
+}
+
+#[test]
+fn each_point_holds_the_server_and_the_peer_against_the_peers_second_run() {
+    let dir = scratch("second");
+    // Over the peer's first run in every round and under its second: a point where the first
+    // run is the lucky one. Against the first run alone weft is behind in every round; the
+    // second run shows the first run under it just as often.
+    let path = record(&dir, "second.jsonl", 20, |r| ([150 + r, 100, 200 + r], 0.5));
+    let Some(out) = significance(&path) else {
+        return;
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("mc 1000 50 %, 20 rounds:"))
+        .unwrap_or_else(|| panic!("no line for the 50 % point: {out}"));
+    assert!(line.contains("mean rank weft 2.00 (p 1.000)"), "{line}");
+    assert!(
+        line.ends_with(
+            "under the second run's p99: weft in 20 of 20 (p < 0.001), the peer in 20 of 20 (p < 0.001)"
+        ),
+        "{line}"
     );
 }
