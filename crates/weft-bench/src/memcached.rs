@@ -6,8 +6,9 @@
 //! issue's targets are ≥ 1.1×, ≤ 1× and ≤ 1×.
 //!
 //! Every measurement is repeated `--runs` times alternating the servers, who goes first
-//! rotating by run, and the median is reported, so that a burst of noise on the machine, and
-//! the place right after the other server's run, hit both alike.
+//! rotating by run from a server drawn at random (`--first` picks it), and the median is
+//! reported, so that a burst of noise on the machine, and the place right after the other
+//! server's run, hit both alike, also over invocations of an odd number of runs.
 //!
 //! With `--open-loop F1,F2,...` it measures instead memcached's closed-loop peak at
 //! `--connections`, then both servers open loop at each fraction of that peak (the generator
@@ -75,6 +76,10 @@ pub struct Options {
     pub weft_args: Vec<String>,
     /// Print one JSON object per run as well.
     pub json: bool,
+    /// The server (0 weft, 1 memcached) that goes first in the first run; the runs after it
+    /// alternate. `None`: drawn at random for the invocation (and printed), so that an odd
+    /// `--runs` does not give the same server the first place in more runs every time.
+    pub first: Option<usize>,
 }
 
 /// The medians of one server's runs at one load.
@@ -181,7 +186,14 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
     let work = std::env::temp_dir().join(format!("weft-bench-memcached-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
     let interrupted = crate::process::interrupt_flag()?;
-    let result = compare(args, &exe, &memcached, &work, &interrupted);
+    let mut args = args.clone();
+    let first = *args
+        .first
+        .get_or_insert_with(|| usize::from(rand::random::<bool>()));
+    if first > 1 {
+        bail!("the first server is 0 (weft) or 1 (memcached)");
+    }
+    let result = compare(&args, &exe, &memcached, &work, &interrupted);
     let _ = std::fs::remove_dir_all(&work);
     result
 }
@@ -230,6 +242,7 @@ fn compare(
             println!("{who} started with {} as well", flags.join(" "));
         }
     }
+    println!("{}", order_line(args.runs, args.first.unwrap_or(0)));
     if !args.open_loop.is_empty() {
         return open_loop(args, exe, &servers, interrupted);
     }
@@ -316,14 +329,40 @@ fn compare(
 }
 
 /// The servers (0 weft, 1 memcached) in the order `runs` runs of each measure them: side by
-/// side, and who goes first rotating by run ([`crate::experiment::server_order`]: weft
-/// memcached, memcached weft, …). Always weft first gave the server measured right after the
-/// other one every run: a run's place after the other server's is worth a few per cent here
-/// (`docs/notes/scale.md`, "Fewer instructions a hit"), so it is shared out.
-fn measure_order(runs: usize) -> Vec<usize> {
+/// side, and who goes first rotating by run from `first` ([`crate::experiment::server_order`]:
+/// weft memcached, memcached weft, …). Always weft first gave the server measured right after
+/// the other one every run: a run's place after the other server's is worth a few per cent
+/// here (`docs/notes/scale.md`, "Fewer instructions a hit"), so it is shared out; and with an
+/// odd number of runs the server that starts goes first once more, so the start is drawn for
+/// each invocation (until 2026-11-30 it was weft, first in two of item 4's three runs).
+fn measure_order(runs: usize, first: usize) -> Vec<usize> {
     (0..runs)
-        .flat_map(|run| crate::experiment::server_order(2, run))
+        .flat_map(|run| crate::experiment::server_order(2, run + first))
         .collect()
+}
+
+/// Which server goes first in which runs (numbered from 1), for the header.
+fn order_line(runs: usize, first: usize) -> String {
+    let order = measure_order(runs, first);
+    let firsts = |server: usize| -> String {
+        let runs: Vec<String> = order
+            .chunks(2)
+            .enumerate()
+            .filter(|(_, pair)| pair[0] == server)
+            .map(|(run, _)| (run + 1).to_string())
+            .collect();
+        if runs.is_empty() {
+            "no run".to_owned()
+        } else {
+            format!("run(s) {}", runs.join(", "))
+        }
+    };
+    format!(
+        "first in a run: weft in {}, memcached in {} (the start drawn at random; --first repeats \
+         it)",
+        firsts(0),
+        firsts(1)
+    )
 }
 
 /// Runs the load at `qps` (0 = closed loop) against each server `--runs` times, alternating.
@@ -337,7 +376,7 @@ fn measure(
     interrupted: &AtomicBool,
 ) -> anyhow::Result<[Figures; 2]> {
     let mut runs: [Vec<(Report, ServerCpu)>; 2] = Default::default();
-    for i in measure_order(args.runs) {
+    for i in measure_order(args.runs, args.first.unwrap_or(0)) {
         let (server, port) = &servers[i];
         let (report, cpu) = one_run(args, exe, server, *port, qps, depth, false, interrupted)?;
         if args.json {
@@ -426,7 +465,7 @@ fn open_loop(
     for &fraction in &args.open_loop {
         let offered = (fraction * peak).round().max(1.0);
         let mut runs: [Vec<Report>; 2] = Default::default();
-        for i in measure_order(args.runs) {
+        for i in measure_order(args.runs, args.first.unwrap_or(0)) {
             let (server, port) = &servers[i];
             let (report, _) = one_run(args, exe, server, *port, offered, 1, true, interrupted)?;
             if args.json {
@@ -526,10 +565,28 @@ mod tests {
     /// after the other.
     #[test]
     fn who_goes_first_rotates_by_run() {
-        assert_eq!(measure_order(4), [0, 1, 1, 0, 0, 1, 1, 0]);
-        let order = measure_order(6);
+        assert_eq!(measure_order(4, 0), [0, 1, 1, 0, 0, 1, 1, 0]);
+        let order = measure_order(6, 0);
         let firsts: Vec<usize> = order.chunks(2).map(|pair| pair[0]).collect();
         assert_eq!(firsts.iter().filter(|&&s| s == 0).count(), 3);
         assert!(order.chunks(2).all(|pair| pair[0] != pair[1]));
+    }
+
+    /// With an odd number of runs the starting server goes first once more: the start is the
+    /// invocation's, either server, and the header says which runs each went first in.
+    #[test]
+    fn an_odd_number_of_runs_may_start_with_either_server() {
+        assert_eq!(measure_order(3, 0), [0, 1, 1, 0, 0, 1]);
+        assert_eq!(measure_order(3, 1), [1, 0, 0, 1, 1, 0]);
+        assert_eq!(
+            order_line(3, 1),
+            "first in a run: weft in run(s) 2, memcached in run(s) 1, 3 (the start drawn at \
+             random; --first repeats it)"
+        );
+        assert_eq!(
+            order_line(1, 0),
+            "first in a run: weft in run(s) 1, memcached in no run (the start drawn at random; \
+             --first repeats it)"
+        );
     }
 }

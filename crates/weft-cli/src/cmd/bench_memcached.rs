@@ -89,6 +89,10 @@ pub struct MemcachedBenchArgs {
     /// Print one JSON object per run as well.
     #[arg(long)]
     json: bool,
+    /// The server that goes first in the first run (the runs after it alternate)
+    /// [default: drawn at random, and printed: with an odd --runs it goes first once more].
+    #[arg(long, value_parser = ["weft", "memcached"])]
+    first: Option<String>,
 }
 
 impl MemcachedBenchArgs {
@@ -112,6 +116,7 @@ impl MemcachedBenchArgs {
             memcached_args: split_flags(self.memcached_args.as_deref()),
             weft_args: split_flags(self.weft_args.as_deref()),
             json: self.json,
+            first: self.first.as_deref().map(|f| usize::from(f == "memcached")),
         }
     }
 }
