@@ -25,7 +25,8 @@
 #   stalls      at the last of CONNS and 50 % of the peer's peak, each server stopped for STALL_MS=20
 #               every EVERY_MS=500 through the window (SIGSTOP/SIGCONT, benches/stalls.py): the
 #               same episode for every server at known times; per round the worst latency
-#               around a stall and how long its backlog took to drain, paired by round
+#               around a stall and how long after it the first millisecond served within 1 ms
+#               began (its backlog worked off), paired by round
 #               (PROTOS="mc http" by default; PEER_TWICE=1 adds the peer's second run; the
 #               order of a round as in `all`)
 # Prints a table per protocol, then each other server's p99 and p999 over the peer's paired by
@@ -521,7 +522,7 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 peers = {'mc': 'memcached', 'http': 'nginx'}
 print(f"Stalls of {sys.argv[2]} ms every {sys.argv[3]} ms inside the window; per round the medians over its stalls.")
-print("| protocol | connections | server | rounds | p99 ms (med) | p999 ms (med) | worst around a stall, ms (min–med–max) | drained after, ms (min–med–max) | drained / peer's, same round (min–med–max; rounds at or under) | p999 / peer's, same round (min–med–max) |")
+print("| protocol | connections | server | rounds | p99 ms (med) | p999 ms (med) | worst around a stall, ms (min–med–max) | quiet after, ms (min–med–max) | quiet after / peer's, same round (min–med–max; rounds at or under) | p999 / peer's, same round (min–med–max) |")
 print("|---|---:|---|---:|---:|---:|---|---|---|---|")
 def spread(v):
     v = sorted(v)
@@ -532,12 +533,13 @@ for proto in ('mc', 'http'):
     for name in dict.fromkeys(r['server'] for r in at):
         rs = [r for r in at if r['server'] == name]
         ratio = [m['p999_us'] / q['p999_us'] for m, q in zip(rs, peer) if q.get('p999_us')]
-        drains = [m['drain_ms_median'] / q['drain_ms_median'] for m, q in zip(rs, peer) if q.get('drain_ms_median')]
+        # The first quiet millisecond after a stall (benches/stalls.py): the backlog worked off.
+        drains = [m['quiet_ms_median'] / q['quiet_ms_median'] for m, q in zip(rs, peer) if q.get('quiet_ms_median')]
         drain = f"{spread(drains)}; {sum(1 for x in drains if x <= 1.0)} of {len(drains)}" if drains else "–"
         mine = name == peers[proto]
         print(f"| {proto} | {rs[0]['connections']} | {name} | {len(rs)} | {statistics.median(r['p99_us'] for r in rs)/1000:.2f} | "
               f"{statistics.median(r['p999_us'] for r in rs)/1000:.2f} | {spread([r['worst_ms_median'] for r in rs])} | "
-              f"{spread([r['drain_ms_median'] for r in rs])} | {'–' if mine else drain} | {'–' if mine else spread(ratio)} |")
+              f"{spread([r['quiet_ms_median'] for r in rs])} | {'–' if mine else drain} | {'–' if mine else spread(ratio)} |")
 EOF
   ;;
 generators)
