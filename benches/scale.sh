@@ -16,8 +16,9 @@
 #   variants    at 15,360 connections and 50 % of the peer's peak: epoll and the core policies
 #               (PROTOS="mc http" by default; one of them alone, so that WEFT_ARGS can carry
 #               cache flags such as `-o no_lru_maintainer,no_lru_crawler`)
-#   generators  weft's own generator (`weft load memcached`) against openloop, alternating, on
-#               the same server at the last of CONNS and QPS=50000: memcached and weft
+#   generators  weft's own generator (`weft load memcached`) against openloop on the same server
+#               at the last of CONNS and QPS=50000: memcached and weft, the four pairs of a
+#               round in round_order's order from a random turn
 #   episodes    one traced run per server at the last of CONNS (QPS=50000 mc, 38000 http):
 #               benches/episodes.py lists the bursts of slow requests and which threads (server,
 #               generator, PID 1) ran during each, from benches/thread_times.py samples
@@ -360,6 +361,22 @@ one_round() {
   round_turn= round_place=
 }
 
+# generator_round TURN CONNS QPS : one round of `generators`: memcached and weft each loaded
+# by openloop and by `weft load`, the four pairs in round_order's order for TURN, each row
+# named "SERVER / GENERATOR" with the round's turn and the pair's place in it.
+generator_round() {
+  local turn=$1 conns=$2 qps=$3 i
+  local pairs=("memcached openloop" "memcached weft-load" "weft openloop" "weft weft-load")
+  round_turn=$turn round_place=0
+  for i in $(round_order "$turn" 0 1 2 3); do
+    # shellcheck disable=SC2086
+    set -- ${pairs[$i]}
+    point mc "$1" "$conns" "$qps" "$2" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=0, peer_peak=0, server=d['server'] + ' / ' + d['generator']); print(json.dumps(d))" >>"$work/table.jsonl"
+    round_place=$((round_place + 1))
+  done
+  round_turn= round_place=
+}
+
 # sweep PROTO PEER "NAMES..." : peak of the peer, then 25/50/75 % for every server
 sweep() {
   local proto=$1 peer=$2 names=$3
@@ -545,12 +562,12 @@ EOF
 generators)
   qps=${QPS:-50000}
   conns=${CONNS##* }
+  # As in `sweep`: round_order from a random turn (until 2026-11-30 every round ran the four
+  # pairs in one order, memcached with openloop first and weft with `weft load` last).
+  turn=$(first_turn 0 1 2 3)
   for _ in $(seq "$ROUNDS"); do
-    for name in memcached weft; do
-      for generator in openloop weft-load; do
-        point mc "$name" "$conns" "$qps" "$generator" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=0, peer_peak=0, server=d['server'] + ' / ' + d['generator']); print(json.dumps(d))" >>"$work/table.jsonl"
-      done
-    done
+    generator_round "$turn" "$conns" "$qps"
+    turn=$((turn + 1))
   done
   ;;
 episodes)

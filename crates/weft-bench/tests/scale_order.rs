@@ -1,7 +1,8 @@
 //! benches/scale.sh's `round_order`: over 2 × servers rounds, each server runs in each place
 //! of a round equally often (before, the middle one of three was always in the middle); and
 //! `first_turn`: a table starts that cycle at a random turn, so a point of fewer rounds than
-//! the cycle does not take the same places in every table.
+//! the cycle does not take the same places in every table. The `variants` mode's servers (names
+//! with spaces) and the `generators` mode's pairs go through the same order.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -177,6 +178,51 @@ point() { printf '{"server": "%s", "turn": %s, "place": %s}\n' "$2" "$round_turn
                 places.get(&(name.to_string(), place)),
                 Some(&2),
                 "{name} in place {place}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_generators_mode_takes_its_pairs_in_round_orders_places() {
+    // Until 2026-11-30 every round ran memcached with openloop first and weft with `weft
+    // load` last.
+    let pairs = [
+        "memcached / openloop",
+        "memcached / weft-load",
+        "weft / openloop",
+        "weft / weft-load",
+    ];
+    let preamble = r#"work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+point() { printf '{"server": "%s", "generator": "%s", "turn": %s, "place": %s}\n' "$2" "$5" "$round_turn" "$round_place"; }"#;
+    let turns = 2 * pairs.len();
+    let program = format!(
+        "for t in $(seq 0 {}); do generator_round $t 15360 50000; done\ncat \"$work/table.jsonl\"\n",
+        turns - 1
+    );
+    let Some(lines) = run_functions(&["round_order", "generator_round"], preamble, &program) else {
+        return;
+    };
+    assert_eq!(lines.len(), turns * pairs.len(), "{lines:?}");
+    let mut places: HashMap<(String, u64), usize> = HashMap::new();
+    for (i, line) in lines.iter().enumerate() {
+        let row: serde_json::Value = serde_json::from_str(line).expect("a JSON row");
+        assert_eq!(
+            row["turn"].as_u64(),
+            Some((i / pairs.len()) as u64),
+            "{line}"
+        );
+        let place = row["place"].as_u64().expect("a place");
+        let server = row["server"].as_str().expect("a server").to_string();
+        assert!(pairs.contains(&server.as_str()), "{server}");
+        *places.entry((server, place)).or_default() += 1;
+    }
+    for pair in pairs {
+        for place in 0..pairs.len() as u64 {
+            assert_eq!(
+                places.get(&(pair.to_string(), place)),
+                Some(&2),
+                "{pair} in place {place}"
             );
         }
     }
