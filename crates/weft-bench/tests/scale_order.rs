@@ -155,25 +155,33 @@ point() { printf '{"server": "%s", "turn": %s, "place": %s}\n' "$2" "$round_turn
     let Some(lines) = run_functions(&["round_order", "one_round"], preamble, &program) else {
         return;
     };
-    assert_eq!(lines.len(), turns * names.len(), "{lines:?}");
+    for row in rows_in_round_order(&lines, &names) {
+        assert_eq!(row["fraction"].as_u64(), Some(50), "{row}");
+        assert_eq!(row["peer_peak"].as_u64(), Some(2000), "{row}");
+    }
+}
+
+/// The rows `lines` of 2 × `names` rounds run from turn 0, checked: row `i` is of round
+/// `i / names` and takes place `i % names` in it, names one of `names`, and each name takes
+/// each place twice. Returns the rows.
+fn rows_in_round_order(lines: &[String], names: &[&str]) -> Vec<serde_json::Value> {
+    let n = names.len();
+    assert_eq!(lines.len(), 2 * n * n, "{lines:?}");
     let mut places: HashMap<(String, u64), usize> = HashMap::new();
-    for (i, line) in lines.iter().enumerate() {
-        let row: serde_json::Value = serde_json::from_str(line).expect("a JSON row");
-        assert_eq!(
-            row["turn"].as_u64(),
-            Some((i / names.len()) as u64),
-            "{line}"
-        );
+    let rows: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|line| serde_json::from_str(line).expect("a JSON row"))
+        .collect();
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row["turn"].as_u64(), Some((i / n) as u64), "{row}");
         let place = row["place"].as_u64().expect("a place");
-        assert_eq!(place, (i % names.len()) as u64, "{line}");
-        assert_eq!(row["fraction"].as_u64(), Some(50), "{line}");
-        assert_eq!(row["peer_peak"].as_u64(), Some(2000), "{line}");
+        assert_eq!(place, (i % n) as u64, "{row}");
         let server = row["server"].as_str().expect("a server").to_string();
         assert!(names.contains(&server.as_str()), "{server}");
         *places.entry((server, place)).or_default() += 1;
     }
     for name in names {
-        for place in 0..names.len() as u64 {
+        for place in 0..n as u64 {
             assert_eq!(
                 places.get(&(name.to_string(), place)),
                 Some(&2),
@@ -181,6 +189,7 @@ point() { printf '{"server": "%s", "turn": %s, "place": %s}\n' "$2" "$round_turn
             );
         }
     }
+    rows
 }
 
 #[test]
@@ -203,27 +212,5 @@ point() { printf '{"server": "%s", "generator": "%s", "turn": %s, "place": %s}\n
     let Some(lines) = run_functions(&["round_order", "generator_round"], preamble, &program) else {
         return;
     };
-    assert_eq!(lines.len(), turns * pairs.len(), "{lines:?}");
-    let mut places: HashMap<(String, u64), usize> = HashMap::new();
-    for (i, line) in lines.iter().enumerate() {
-        let row: serde_json::Value = serde_json::from_str(line).expect("a JSON row");
-        assert_eq!(
-            row["turn"].as_u64(),
-            Some((i / pairs.len()) as u64),
-            "{line}"
-        );
-        let place = row["place"].as_u64().expect("a place");
-        let server = row["server"].as_str().expect("a server").to_string();
-        assert!(pairs.contains(&server.as_str()), "{server}");
-        *places.entry((server, place)).or_default() += 1;
-    }
-    for pair in pairs {
-        for place in 0..pairs.len() as u64 {
-            assert_eq!(
-                places.get(&(pair.to_string(), place)),
-                Some(&2),
-                "{pair} in place {place}"
-            );
-        }
-    }
+    rows_in_round_order(&lines, &pairs);
 }
