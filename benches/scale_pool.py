@@ -65,7 +65,7 @@ Each point's line ends with two sign tests against the peer's second run: weft's
 peer's first run's. The three ranks of a round sum to 6, so a point where the peer's first run
 is lucky shows weft behind it by as much; the second run tells the two apart (at the cache's
 1,000 connections / 50 % over 41 tables, weft 2.20 and the peer 1.79, and against the second
-run weft under in 73 of 164 rounds, the peer's first run in 93: docs/notes/scale.md,
+run weft under in 75 of 168 rounds, the peer's first run in 96: docs/notes/scale.md,
 forty-second session).
 
 `--against NAME` pairs the server with another server of the same rounds instead of the peer:
