@@ -64,8 +64,8 @@ asks for every point, and with nine points a p under about 0.006 is beyond chanc
 Each point's line ends with two sign tests against the peer's second run: weft's and the
 peer's first run's. The three ranks of a round sum to 6, so a point where the peer's first run
 is lucky shows weft behind it by as much; the second run tells the two apart (at the cache's
-1,000 connections / 50 % over 41 tables, weft 2.20 and the peer 1.79, and against the second
-run weft under in 75 of 168 rounds, the peer's first run in 96: docs/notes/scale.md,
+1,000 connections / 50 % over 42 tables, weft 2.20 and the peer 1.80, and against the second
+run weft under in 75 of 172 rounds, the peer's first run in 97: docs/notes/scale.md,
 forty-second session).
 
 `--against NAME` pairs the server with another server of the same rounds instead of the peer:
