@@ -37,6 +37,19 @@ fn bad_flags_are_refused_with_the_reason() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--connections"));
     let out = weft()
+        .args([
+            "load",
+            "memcached",
+            "--idle-poll-us",
+            "5000",
+            "--duration",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--idle-poll-us must be at most 1000"));
+    let out = weft()
         .args(["load", "http", "--rate", "10"])
         .output()
         .unwrap();

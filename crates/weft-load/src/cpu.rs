@@ -70,17 +70,20 @@ pub fn human_generator_line(threads: usize, cpu_us_per_request: f64, utilisation
     s
 }
 
-/// Runs `f` as a fiber on a new cluster of `threads` processors named `name`, and shuts the
-/// cluster down after it returns.
+/// Runs `f` as a fiber on a new cluster of `threads` processors named `name`, whose idle
+/// processors poll for up to `idle_poll` before they sleep (`weft::ClusterBuilder::idle_poll`;
+/// zero: sleep at once), and shuts the cluster down after it returns.
 pub fn run_on_own_cluster<T: Send + 'static>(
     name: &str,
     threads: usize,
+    idle_poll: Duration,
     f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
 ) -> anyhow::Result<T> {
     use anyhow::Context;
     let cluster = weft::Cluster::builder()
         .name(name)
         .processors(threads)
+        .idle_poll(idle_poll)
         .build()
         .context("starting the generator's weft cluster")?;
     let result = cluster

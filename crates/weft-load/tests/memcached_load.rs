@@ -256,6 +256,33 @@ fn open_loop_reports_the_generators_own_send_lag() {
     assert!(closed.generator_send_lag_us.is_none(), "{closed:?}");
 }
 
+/// The generator's idle poll (`--idle-poll-us`) reaches its cluster and its report, and a
+/// window longer than the runtime allows is refused by name rather than cut short unseen.
+#[test]
+fn the_generators_idle_poll_is_taken_reported_and_bounded() {
+    let mut cfg = config(fake_server(Fake::Honest));
+    cfg.qps = 2000.0;
+    cfg.connections = 8;
+    cfg.duration = Duration::from_millis(500);
+    cfg.warmup = Duration::from_millis(100);
+    cfg.idle_poll = Duration::from_micros(50);
+    let report = memcached::run(&cfg).unwrap();
+    assert_eq!(report.generator_idle_poll_us, 50, "{report:?}");
+    assert!(report.requests > 0 && report.errors == 0, "{report:?}");
+    assert!(
+        report.human().contains("idle poll: up to 50 us"),
+        "{}",
+        report.human()
+    );
+    cfg.idle_poll = Duration::ZERO;
+    let still = memcached::run(&cfg).unwrap();
+    assert_eq!(still.generator_idle_poll_us, 0);
+    assert!(!still.human().contains("idle poll"), "{}", still.human());
+    cfg.idle_poll = Duration::from_micros(1001);
+    let err = memcached::run(&cfg).unwrap_err().to_string();
+    assert!(err.contains("--idle-poll-us must be at most 1000"), "{err}");
+}
+
 /// The generator's connections end with a reset, not in `TIME_WAIT`: a run's `TIME_WAIT`
 /// sockets expire together a minute later on the CPU that took the server's FIN, and with
 /// thousands of connections that stalled the next run's server core for milliseconds.

@@ -146,6 +146,13 @@ struct MemcachedArgs {
     /// generator by `generator_send_lag_us` then, not by its busy share. 0 = always sleep.
     #[arg(long, default_value_t = 100)]
     spin_us: u64,
+    /// The generator's idle processors poll their completion queues for up to this many
+    /// microseconds before they sleep (the runtime's idle poll; at most 1000), so a reply
+    /// that comes soon is read without a wake-up. Costs the generator's cores the time they
+    /// poll: with a send lag measured (open loop, depth 1) that judges the generator, not its
+    /// busy share. io_uring only. 0 = sleep at once.
+    #[arg(long, default_value_t = 0)]
+    idle_poll_us: u64,
     /// Seed of the key, size and schedule draws.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -189,6 +196,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
                 connect_timeout: Duration::from_secs(5),
                 verbose: a.verbose,
                 spin: Duration::from_micros(a.spin_us),
+                idle_poll: Duration::from_micros(a.idle_poll_us),
             };
             let report = memcached::run(&config)?;
             if a.json {

@@ -164,9 +164,12 @@ pub fn run(config: &Config) -> anyhow::Result<Report> {
     };
     crate::limits::reserve_descriptors(max_sessions.min(fd_limit) as u64)?;
     let config = config.clone();
-    cpu::run_on_own_cluster("weft-load-http", config.threads, move || {
-        drive(&config, addr, names, max_sessions)
-    })
+    cpu::run_on_own_cluster(
+        "weft-load-http",
+        config.threads,
+        Duration::ZERO,
+        move || drive(&config, addr, names, max_sessions),
+    )
 }
 
 fn drive(

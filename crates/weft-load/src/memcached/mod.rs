@@ -60,6 +60,9 @@ pub struct Config {
     /// Open loop: the dispatcher polls (yields) instead of sleeping when the next arrival is
     /// this close; zero always sleeps.
     pub spin: Duration,
+    /// The generator's idle processors poll their completion queues for up to this long
+    /// before they sleep (`weft::ClusterBuilder::idle_poll`); zero sleeps at once.
+    pub idle_poll: Duration,
 }
 
 impl Default for Config {
@@ -84,6 +87,7 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(5),
             verbose: false,
             spin: Duration::from_micros(100),
+            idle_poll: Duration::ZERO,
         }
     }
 }
@@ -111,6 +115,12 @@ impl Config {
         }
         if self.threads == 0 {
             bail!("--threads must be at least 1");
+        }
+        if self.idle_poll > weft::MAX_IDLE_POLL {
+            bail!(
+                "--idle-poll-us must be at most {} (the runtime's longest poll window)",
+                weft::MAX_IDLE_POLL.as_micros()
+            );
         }
         if self.timeout.is_zero() {
             bail!("--timeout must be > 0");
@@ -186,7 +196,8 @@ pub struct Report {
     /// Share of the generator's cores it kept busy during the counted window.
     pub generator_utilisation: f64,
     /// True when the generator itself was (nearly) saturated: the figures may understate the
-    /// server. With a polling dispatcher (open loop, depth 1, `spin` > 0): its send lag p99
+    /// server. With a polling dispatcher (open loop, depth 1, `spin` > 0) or an idle poll
+    /// (`idle_poll` > 0) and a send lag measured: its send lag p99
     /// exceeded [`SATURATED_LAG_US`]; otherwise its busy share exceeded [`cpu::SATURATED`].
     pub generator_saturated: bool,
     /// Open loop, depth 1: how late the generator sent requests that found their connection
@@ -194,6 +205,9 @@ pub struct Report {
     /// the latency figures include (the C generator's `send_lag`).
     #[serde(default)]
     pub generator_send_lag_us: Option<LatencySummary>,
+    /// The generator's idle poll window (µs; 0: its processors slept at once).
+    #[serde(default)]
+    pub generator_idle_poll_us: u64,
 }
 
 /// A generator whose send lag p99 is above this (µs) may be what sets the latency tail. Not
@@ -229,7 +243,10 @@ impl Report {
                     self.generator_utilisation,
                 )
             }
-        ) + &match &self.generator_send_lag_us {
+        ) + &match self.generator_idle_poll_us {
+            0 => String::new(),
+            us => format!("\ngenerator idle poll: up to {us} us before a processor sleeps"),
+        } + &match &self.generator_send_lag_us {
             Some(l) => format!(
                 "\ngenerator send lag: p50 {} us  p99 {} us  max {} us{}",
                 l.p50,
@@ -261,7 +278,7 @@ pub fn run(config: &Config) -> anyhow::Result<Report> {
     let addr = resolve(&config.server)?;
     crate::limits::reserve_descriptors(config.connections as u64 + 64)?;
     let config = config.clone();
-    cpu::run_on_own_cluster("weft-load", config.threads, move || {
+    cpu::run_on_own_cluster("weft-load", config.threads, config.idle_poll, move || {
         run_on_cluster(&config, addr)
     })
 }
@@ -364,10 +381,11 @@ fn run_on_cluster(config: &Config, addr: SocketAddr) -> anyhow::Result<Report> {
     let utilisation = cpu::utilisation(cpu_used, wall, config.threads);
     let lag = lag.total();
     let send_lag = fed.then(|| LatencySummary::of(&lag.latency_us));
-    // A polling dispatcher keeps its core busy whatever the load: then the generator is
-    // saturated when it sends late, not when it is busy.
+    // A polling dispatcher or processor keeps its core busy whatever the load: then the
+    // generator is saturated when it sends late, not when it is busy.
+    let polls = !config.spin.is_zero() || !config.idle_poll.is_zero();
     let saturated = match &send_lag {
-        Some(l) if !config.spin.is_zero() => l.p99 > SATURATED_LAG_US,
+        Some(l) if polls => l.p99 > SATURATED_LAG_US,
         _ => utilisation > cpu::SATURATED,
     };
     Ok(Report {
@@ -393,6 +411,7 @@ fn run_on_cluster(config: &Config, addr: SocketAddr) -> anyhow::Result<Report> {
         generator_utilisation: utilisation,
         generator_saturated: saturated,
         generator_send_lag_us: send_lag,
+        generator_idle_poll_us: config.idle_poll.as_micros() as u64,
     })
 }
 
