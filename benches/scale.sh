@@ -17,8 +17,10 @@
 #               (PROTOS="mc http" by default; one of them alone, so that WEFT_ARGS can carry
 #               cache flags such as `-o no_lru_maintainer,no_lru_crawler`)
 #   generators  weft's own generator (`weft load memcached`) against openloop on the same server
-#               at the last of CONNS and QPS=50000: memcached and weft, the four pairs of a
-#               round in round_order's order from a random turn
+#               at the last of CONNS and QPS=50000: memcached and weft, each with every
+#               generator of GENERATORS (default "openloop weft-load"; weft-load:US adds `weft
+#               load --idle-poll-us US`), the pairs of a round in round_order's order from a
+#               random turn
 #   episodes    one traced run per server at the last of CONNS (QPS=50000 mc, 38000 http):
 #               benches/episodes.py lists the bursts of slow requests and which threads (server,
 #               generator, PID 1) ran during each, from benches/thread_times.py samples
@@ -216,8 +218,8 @@ window_busy() {
 
 port=30000
 # point PROTO NAME CONNS QPS [GENERATOR] -> one JSON object on stdout (and in the record).
-# GENERATOR: openloop (default), weft-load (weft's own, memcached protocol only) or
-# trace:FILE (openloop writing every request to FILE, thread run times in FILE.threads).
+# GENERATOR: openloop (default), weft-load (weft's own, memcached protocol only), weft-load:US
+# (the same with --idle-poll-us US) or trace:FILE (openloop writing every request to FILE, thread run times in FILE.threads).
 point() {
   local proto=$1 name=$2 conns=$3 qps=$4 generator=${5:-openloop}
   local DURATION=$DURATION
@@ -290,10 +292,12 @@ if r.returncode == 0:
     d.update(json.loads(r.stdout))
 print(json.dumps(d))" "$work/trace.json" "$file" 2>/dev/null || echo '{}')
     ;;
-  weft-load)
+  weft-load | weft-load:*)
     # The same figures under openloop's names, so the table reads both.
+    local poll=()
+    [ "$generator" != weft-load ] && poll=(--idle-poll-us "${generator#weft-load:}")
     out=$(taskset -c 1 "${rt[@]}" "$WEFT" load memcached --server "127.0.0.1:$port" --connections "$conns" \
-      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" "${spin[@]}" --json |
+      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" "${spin[@]}" "${poll[@]}" --json |
       python3 -c "import json,sys; d=json.load(sys.stdin); l=d['latency_us']; g=d.get('generator_send_lag_us') or {}; print(json.dumps(dict(proto='mc', connections=$conns, offered_qps=$qps, actual_qps=d['actual_qps'], p50_us=l['p50'], p99_us=l['p99'], p999_us=l['p999'], send_lag_p99_us=g.get('p99'), timeouts=d['timeouts'], errors=d['errors'])))" ||
       echo '{}')
     ;;
@@ -303,11 +307,13 @@ print(json.dumps(d))" "$work/trace.json" "$file" 2>/dev/null || echo '{}')
   wait "$busy_pid" 2>/dev/null || true
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
-  local busy=None steal0=None steal1=None halt=None
+  local busy=None steal0=None steal1=None halt=None gen_name=${generator%%:*}
+  # A trace's or a stop's file is not the generator's name; weft-load's idle poll is.
+  case $generator in weft-load:*) gen_name=$generator ;; esac
   # The idle poll in effect: only the haltpoll driver reads guest_halt_poll_ns.
   [ "$cpuidle_driver" = haltpoll ] && [ -r "$halt_poll" ] && halt=$(cat "$halt_poll")
   [ -s "$work/busy" ] && read -r busy steal0 steal1 <"$work/busy"
-  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='${generator%%:*}', server_busy=$busy, server_cpu_steal_ms=$steal0, load_cpu_steal_ms=$steal1, guest_halt_poll_ns=$halt, cpuidle_driver='$cpuidle_driver', stamp='$stamp', isolate='$ISOLATE', duration=$DURATION, turn=${round_turn:-None}, place=${round_place:-None}); print(json.dumps(d))" "$out")
+  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='$gen_name', server_busy=$busy, server_cpu_steal_ms=$steal0, load_cpu_steal_ms=$steal1, guest_halt_poll_ns=$halt, cpuidle_driver='$cpuidle_driver', stamp='$stamp', isolate='$ISOLATE', duration=$DURATION, turn=${round_turn:-None}, place=${round_place:-None}); print(json.dumps(d))" "$out")
   echo "$out" >>"$record"
   echo "$out"
 }
@@ -362,13 +368,17 @@ one_round() {
 }
 
 # generator_round TURN CONNS QPS : one round of `generators`: memcached and weft each loaded
-# by openloop and by `weft load`, the four pairs in round_order's order for TURN, each row
-# named "SERVER / GENERATOR" with the round's turn and the pair's place in it.
+# by every generator of GENERATORS (default openloop and `weft load`; weft-load:US is `weft
+# load --idle-poll-us US`), the pairs in round_order's order for TURN, each row named
+# "SERVER / GENERATOR" with the round's turn and the pair's place in it.
 generator_round() {
-  local turn=$1 conns=$2 qps=$3 i
-  local pairs=("memcached openloop" "memcached weft-load" "weft openloop" "weft weft-load")
+  local turn=$1 conns=$2 qps=$3 i server gen pairs=()
+  for server in memcached weft; do
+    for gen in ${GENERATORS:-openloop weft-load}; do pairs+=("$server $gen"); done
+  done
   round_turn=$turn round_place=0
-  for i in $(round_order "$turn" 0 1 2 3); do
+  # shellcheck disable=SC2046
+  for i in $(round_order "$turn" $(seq 0 $((${#pairs[@]} - 1)))); do
     # shellcheck disable=SC2086
     set -- ${pairs[$i]}
     point mc "$1" "$conns" "$qps" "$2" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(fraction=0, peer_peak=0, server=d['server'] + ' / ' + d['generator']); print(json.dumps(d))" >>"$work/table.jsonl"

@@ -214,3 +214,29 @@ point() { printf '{"server": "%s", "generator": "%s", "turn": %s, "place": %s}\n
     };
     rows_in_round_order(&lines, &pairs);
 }
+
+#[test]
+fn the_generators_mode_adds_a_pair_per_server_for_each_generator_it_is_given() {
+    // GENERATORS="openloop weft-load weft-load:50": `weft load` with and without its idle
+    // poll against openloop, on each server, six pairs in round_order's places.
+    let pairs = [
+        "memcached / openloop",
+        "memcached / weft-load",
+        "memcached / weft-load:50",
+        "weft / openloop",
+        "weft / weft-load",
+        "weft / weft-load:50",
+    ];
+    let preamble = r#"work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+GENERATORS="openloop weft-load weft-load:50"
+point() { printf '{"server": "%s", "generator": "%s", "turn": %s, "place": %s}\n' "$2" "$5" "$round_turn" "$round_place"; }"#;
+    let turns = 2 * pairs.len();
+    let program = format!(
+        "for t in $(seq 0 {}); do generator_round $t 15360 20000; done\ncat \"$work/table.jsonl\"\n",
+        turns - 1
+    );
+    let Some(lines) = run_functions(&["round_order", "generator_round"], preamble, &program) else {
+        return;
+    };
+    rows_in_round_order(&lines, &pairs);
+}
