@@ -5,38 +5,12 @@
 //! with spaces) and the `generators` mode's pairs go through the same order.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::process::Command;
 
-use weft_testkit::require;
+use weft_testkit::run_bench_functions;
 
-/// The lines printed by `program` run after the shell functions `functions` of scale.sh
-/// (each taken from the script itself, after `preamble`); `None` without bash (a failure
-/// under `CI=true`).
+/// The lines printed by `program` run after the shell functions `functions` of scale.sh.
 fn run_functions(functions: &[&str], preamble: &str, program: &str) -> Option<Vec<String>> {
-    let bash = require("bash")?;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/scale.sh");
-    let source = std::fs::read_to_string(&script).expect("read scale.sh");
-    let mut defined = String::new();
-    for function in functions {
-        let start = source
-            .find(&format!("\n{function}() {{"))
-            .unwrap_or_else(|| panic!("scale.sh defines {function}"));
-        let end = start + source[start..].find("\n}\n").expect("the function ends") + 3;
-        defined.push_str(&source[start..end]);
-    }
-    let program = format!("{preamble}\n{defined}{program}");
-    let out = Command::new(bash)
-        .args(["-c", &program])
-        .output()
-        .expect("run bash");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).expect("UTF-8");
-    Some(text.lines().map(str::to_string).collect())
+    run_bench_functions("scale.sh", functions, preamble, program)
 }
 
 /// The orders `round_order` gives for turns `0..turns` of `names`.

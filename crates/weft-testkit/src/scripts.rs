@@ -1,5 +1,6 @@
 //! Running the workspace's benchmark scripts (`benches/`) from tests: the interpreter found
-//! by [`require`], the script by its name under `benches/`, and what it printed.
+//! by [`require`], the script by its name under `benches/`, and what it printed; or some of a
+//! bash script's functions alone ([`run_bench_functions`]).
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
@@ -43,4 +44,40 @@ pub fn run_bench_script(
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     })
+}
+
+/// The lines printed by bash running `program` after `preamble` and the shell functions
+/// `functions` of `benches/<name>`, each cut from the script itself (from `\nNAME() {` to the
+/// first `\n}\n` after it), so a test drives the script's own code without starting what
+/// the rest of it would. Panics when bash fails; `None` without bash (a failure under
+/// `CI=true`).
+pub fn run_bench_functions(
+    name: &str,
+    functions: &[&str],
+    preamble: &str,
+    program: &str,
+) -> Option<Vec<String>> {
+    let bash = require("bash")?;
+    let source = std::fs::read_to_string(bench_script(name))
+        .unwrap_or_else(|e| panic!("read benches/{name}: {e}"));
+    let mut defined = String::new();
+    for function in functions {
+        let start = source
+            .find(&format!("\n{function}() {{"))
+            .unwrap_or_else(|| panic!("benches/{name} defines {function}"));
+        let end = start + source[start..].find("\n}\n").expect("the function ends") + 3;
+        defined.push_str(&source[start..end]);
+    }
+    let program = format!("{preamble}\n{defined}{program}");
+    let out = Command::new(bash)
+        .args(["-c", &program])
+        .output()
+        .expect("run bash");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    Some(text.lines().map(str::to_string).collect())
 }
