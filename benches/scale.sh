@@ -11,7 +11,8 @@
 #
 # Usage: benches/scale.sh [all|mc|http|variants|generators|episodes|stalls]   (env: ROUNDS=2
 #        DURATION=3 LONG_DURATION=20 WARMUP=2 CONNS="1000 4000 15360" WEFT=target/release/weft
-#        WEFT_ARGS= MEMCACHED_ARGS= VARIANTS= PEER_TWICE= HALT_POLL_NS= OUT=docs/bench)
+#        WEFT_ARGS= MEMCACHED_ARGS= VARIANTS= PEER_TWICE= HALT_POLL_NS= OUT=docs/bench
+#        MC_VALUE_BYTES=32 MC_KEYS=10000 MC_UPDATE_RATIO=0.03 GENERATORS="openloop weft-load")
 #   all         mc and http with the defaults (io_uring, the servers' default policy)
 #   variants    at 15,360 connections and 50 % of the peer's peak: epoll and the core policies
 #               (PROTOS="mc http" by default; one of them alone, so that WEFT_ARGS can carry
@@ -217,6 +218,18 @@ window_busy() {
 }
 
 port=30000
+# mc_workload GENERATOR -> the memcached workload's flags in GENERATOR's spelling (openloop,
+# or weft-load for `weft load memcached`): values of MC_VALUE_BYTES (32, openloop's default),
+# MC_KEYS keys, MC_UPDATE_RATIO sets. Both generators get the same requests: until 2026-11-30
+# `weft load` sent its own default, 200-byte values, against openloop's 32.
+mc_workload() {
+  local bytes=${MC_VALUE_BYTES:-32} keys=${MC_KEYS:-10000} sets=${MC_UPDATE_RATIO:-0.03}
+  case $1 in
+  openloop) echo "--value-size $bytes --keys $keys --update-ratio $sets" ;;
+  weft-load*) echo "--value-size fixed:$bytes --keys $keys --update-ratio $sets" ;;
+  esac
+}
+
 # point PROTO NAME CONNS QPS [GENERATOR] -> one JSON object on stdout (and in the record).
 # GENERATOR: openloop (default), weft-load (weft's own, memcached protocol only), weft-load:US
 # (the same with --idle-poll-us US) or trace:FILE (openloop writing every request to FILE, thread run times in FILE.threads).
@@ -238,6 +251,8 @@ point() {
   done
   local extra=()
   [ "$proto" = http ] && extra=(--proto http --path /4k.bin)
+  # shellcheck disable=SC2207
+  [ "$proto" = mc ] && extra=($(mc_workload openloop))
   local out busy_pid
   rm -f "$work/busy"
   window_busy "$pid" "$port" "$conns" "$work/busy" &
@@ -296,9 +311,10 @@ print(json.dumps(d))" "$work/trace.json" "$file" 2>/dev/null || echo '{}')
     # The same figures under openloop's names, so the table reads both.
     local poll=()
     [ "$generator" != weft-load ] && poll=(--idle-poll-us "${generator#weft-load:}")
+    # shellcheck disable=SC2046
     out=$(taskset -c 1 "${rt[@]}" "$WEFT" load memcached --server "127.0.0.1:$port" --connections "$conns" \
-      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" "${spin[@]}" "${poll[@]}" --json |
-      python3 -c "import json,sys; d=json.load(sys.stdin); l=d['latency_us']; g=d.get('generator_send_lag_us') or {}; print(json.dumps(dict(proto='mc', connections=$conns, offered_qps=$qps, actual_qps=d['actual_qps'], p50_us=l['p50'], p99_us=l['p99'], p999_us=l['p999'], send_lag_p99_us=g.get('p99'), timeouts=d['timeouts'], errors=d['errors'])))" ||
+      --qps "$qps" --duration "$DURATION" --warmup "$WARMUP" "${spin[@]}" "${poll[@]}" $(mc_workload weft-load) --json |
+      python3 -c "import json,sys; d=json.load(sys.stdin); l=d['latency_us']; g=d.get('generator_send_lag_us') or {}; print(json.dumps(dict(proto='mc', connections=$conns, offered_qps=$qps, actual_qps=d['actual_qps'], p50_us=l['p50'], p99_us=l['p99'], p999_us=l['p999'], send_lag_p99_us=g.get('p99'), timeouts=d['timeouts'], errors=d['errors'], generator_busy=d.get('generator_utilisation'), generator_cpu_us_per_request=d.get('generator_cpu_us_per_request'), generator_sleeps_per_request=d.get('generator_sleeps_per_request'), generator_idle_poll_us=d.get('generator_idle_poll_us'))))" ||
       echo '{}')
     ;;
   esac
