@@ -256,6 +256,24 @@ fn open_loop_reports_the_generators_own_send_lag() {
     assert!(closed.generator_send_lag_us.is_none(), "{closed:?}");
 }
 
+/// Thousands of connections opened against a listener with std's queue of 128 all open, none
+/// lost to a SYN dropped on a full queue: the generator starts at most a queue's worth of
+/// connects at once. Started all at once, 3,000 connects overflowed the queue and those whose
+/// SYN was dropped waited a second for its retransmission, past this test's 500 ms connect
+/// timeout (15,360 against memcached lost 188 to a 5 s one).
+#[test]
+fn thousands_of_connections_open_without_overflowing_the_listen_queue() {
+    let mut cfg = config(fake_server(Fake::Honest));
+    cfg.connections = 3000;
+    cfg.connect_timeout = Duration::from_millis(500);
+    cfg.preload = false;
+    cfg.qps = 1000.0;
+    cfg.duration = Duration::from_millis(300);
+    let report = memcached::run(&cfg).unwrap();
+    assert_eq!(report.connections, 3000, "{report:?}");
+    assert_eq!(report.errors, 0, "{report:?}");
+}
+
 /// The generator's idle poll (`--idle-poll-us`) reaches its cluster and its report, and a
 /// window longer than the runtime allows is refused by name rather than cut short unseen.
 #[test]

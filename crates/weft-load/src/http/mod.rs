@@ -284,34 +284,19 @@ fn closed_loop(config: &Config, plan: Arc<SessionPlan>, start: Instant) -> anyho
 fn persistent_open_loop(config: &Config, addr: SocketAddr, names: Names) -> anyhow::Result<Report> {
     use weft::sync::channel;
     const SPIN: Duration = Duration::from_micros(100);
-    // Connect every connection first, in parallel.
-    let connecting: Vec<_> = (0..config.connections)
-        .map(|_| {
-            weft::Builder::new()
-                .stack_size(crate::memcached::connection::FIBER_STACK_BYTES)
-                .spawn(move || {
-                    let s = weft::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-                    s.set_nodelay(true)?;
-                    // Held for the whole run and closed with a reset after it, as the
-                    // memcached generator's: no TIME_WAIT sockets whose expiry, a minute later
-                    // and all at once on the server's CPU, would stall a later run.
-                    s.set_linger(Some(Duration::ZERO))?;
-                    Ok::<_, std::io::Error>(s)
-                })
-        })
-        .collect::<Result<_, _>>()
-        .context("spawning connect fibers")?;
+    // Connect every connection first, a bounded number at a time.
+    let connected = crate::connect::connect_many(
+        addr,
+        config.connections,
+        Duration::from_secs(5),
+        crate::connect::IN_FLIGHT,
+    )
+    .context("spawning connect fibers")?;
     let errors = ErrorCounters::default();
-    let mut streams = Vec::with_capacity(config.connections);
-    for c in connecting {
-        match c.join() {
-            Ok(Ok(s)) => streams.push(s),
-            Ok(Err(e)) => errors.count(&e),
-            Err(_) => {
-                errors.other.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+    for e in &connected.failures {
+        errors.count(e);
     }
+    let streams = connected.streams;
     if streams.is_empty() {
         bail!("no connection to {} could be opened", config.server);
     }

@@ -415,52 +415,27 @@ fn run_on_cluster(config: &Config, addr: SocketAddr) -> anyhow::Result<Report> {
     })
 }
 
-/// Opens every connection in parallel; fails only when none could be opened.
+/// Opens every connection, [`crate::connect::IN_FLIGHT`] at a time; fails only when none
+/// could be opened.
 fn connect_all(config: &Config, addr: SocketAddr) -> anyhow::Result<Vec<TcpStream>> {
-    let timeout = config.connect_timeout;
-    let handles: Vec<_> = (0..config.connections)
-        .map(|i| {
-            weft::Builder::new()
-                .name(format!("load-connect-{i}"))
-                .stack_size(connection::FIBER_STACK_BYTES)
-                .spawn(move || {
-                    let s = TcpStream::connect_timeout(&addr, timeout)?;
-                    s.set_nodelay(true)?;
-                    // Closed with a reset when dropped: a connection closed first by this side
-                    // would sit in TIME_WAIT for 60 s, and the kernel expires a run's
-                    // TIME_WAIT sockets together on the CPU that took the server's FIN (the
-                    // server's), a stall of milliseconds in whatever runs a minute later
-                    // (6.7 ms for 15,360 connections on the benchmark VM).
-                    s.set_linger(Some(Duration::ZERO))?;
-                    Ok::<_, std::io::Error>(s)
-                })
-        })
-        .collect::<Result<_, _>>()
-        .context("spawning connect fibers")?;
-    let mut streams = Vec::with_capacity(config.connections);
-    let mut first_error = None;
-    for h in handles {
-        match h.join() {
-            Ok(Ok(s)) => streams.push(s),
-            Ok(Err(e)) => {
-                first_error.get_or_insert(e.to_string());
-            }
-            Err(e) => {
-                first_error.get_or_insert(e.to_string());
-            }
-        }
-    }
-    if let Some(e) = &first_error {
-        if streams.is_empty() {
+    let connected = crate::connect::connect_many(
+        addr,
+        config.connections,
+        config.connect_timeout,
+        crate::connect::IN_FLIGHT,
+    )
+    .context("spawning connect fibers")?;
+    if let Some(e) = connected.failures.first() {
+        if connected.streams.is_empty() {
             bail!("cannot connect to {addr}: {e} (is the server running?)");
         }
         eprintln!(
             "weft load: warning: {} of {} connections failed: {e}",
-            config.connections - streams.len(),
+            connected.failures.len(),
             config.connections
         );
     }
-    Ok(streams)
+    Ok(connected.streams)
 }
 
 /// Stores every key once (pipelined, spread over the connections) so gets can hit.
