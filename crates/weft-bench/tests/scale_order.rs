@@ -166,51 +166,55 @@ fn rows_in_round_order(lines: &[String], names: &[&str]) -> Vec<serde_json::Valu
     rows
 }
 
-#[test]
-fn the_generators_mode_takes_its_pairs_in_round_orders_places() {
-    // Until 2026-11-30 every round ran memcached with openloop first and weft with `weft
-    // load` last.
-    let pairs = [
-        "memcached / openloop",
-        "memcached / weft-load",
-        "weft / openloop",
-        "weft / weft-load",
-    ];
-    let preamble = r#"work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-point() { printf '{"server": "%s", "generator": "%s", "turn": %s, "place": %s}\n' "$2" "$5" "$round_turn" "$round_place"; }"#;
+/// Runs the `generators` mode's rounds for a whole cycle of turns, with `GENERATORS` set to
+/// `generators` when given, and checks that `pairs` take round_order's places.
+fn generator_rounds_take_round_orders_places(generators: Option<&str>, pairs: &[&str]) {
+    let set = generators.map_or(String::new(), |g| format!("GENERATORS=\"{g}\""));
+    let preamble = format!(
+        r#"work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+{set}
+point() {{ printf '{{"server": "%s", "generator": "%s", "turn": %s, "place": %s}}\n' "$2" "$5" "$round_turn" "$round_place"; }}"#
+    );
     let turns = 2 * pairs.len();
     let program = format!(
         "for t in $(seq 0 {}); do generator_round $t 15360 50000; done\ncat \"$work/table.jsonl\"\n",
         turns - 1
     );
-    let Some(lines) = run_functions(&["round_order", "generator_round"], preamble, &program) else {
+    let Some(lines) = run_functions(&["round_order", "generator_round"], &preamble, &program)
+    else {
         return;
     };
-    rows_in_round_order(&lines, &pairs);
+    rows_in_round_order(&lines, pairs);
+}
+
+#[test]
+fn the_generators_mode_takes_its_pairs_in_round_orders_places() {
+    // Until 2026-11-30 every round ran memcached with openloop first and weft with `weft
+    // load` last.
+    generator_rounds_take_round_orders_places(
+        None,
+        &[
+            "memcached / openloop",
+            "memcached / weft-load",
+            "weft / openloop",
+            "weft / weft-load",
+        ],
+    );
 }
 
 #[test]
 fn the_generators_mode_adds_a_pair_per_server_for_each_generator_it_is_given() {
-    // GENERATORS="openloop weft-load weft-load:50": `weft load` with and without its idle
-    // poll against openloop, on each server, six pairs in round_order's places.
-    let pairs = [
-        "memcached / openloop",
-        "memcached / weft-load",
-        "memcached / weft-load:50",
-        "weft / openloop",
-        "weft / weft-load",
-        "weft / weft-load:50",
-    ];
-    let preamble = r#"work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-GENERATORS="openloop weft-load weft-load:50"
-point() { printf '{"server": "%s", "generator": "%s", "turn": %s, "place": %s}\n' "$2" "$5" "$round_turn" "$round_place"; }"#;
-    let turns = 2 * pairs.len();
-    let program = format!(
-        "for t in $(seq 0 {}); do generator_round $t 15360 20000; done\ncat \"$work/table.jsonl\"\n",
-        turns - 1
+    // `weft load` with and without its idle poll against openloop, on each server, six pairs
+    // in round_order's places.
+    generator_rounds_take_round_orders_places(
+        Some("openloop weft-load weft-load:50"),
+        &[
+            "memcached / openloop",
+            "memcached / weft-load",
+            "memcached / weft-load:50",
+            "weft / openloop",
+            "weft / weft-load",
+            "weft / weft-load:50",
+        ],
     );
-    let Some(lines) = run_functions(&["round_order", "generator_round"], preamble, &program) else {
-        return;
-    };
-    rows_in_round_order(&lines, &pairs);
 }

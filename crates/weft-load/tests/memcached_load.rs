@@ -89,6 +89,17 @@ fn config(server: String) -> Config {
     }
 }
 
+/// Open loop at 2,000 req/s over 8 connections, a 500 ms window after 100 ms of warm-up.
+fn open_loop_on_eight(server: String) -> Config {
+    Config {
+        qps: 2000.0,
+        connections: 8,
+        duration: Duration::from_millis(500),
+        warmup: Duration::from_millis(100),
+        ..config(server)
+    }
+}
+
 #[test]
 fn open_loop_hits_its_target_and_counts_misses() {
     let mut cfg = config(fake_server(Fake::Honest));
@@ -240,11 +251,7 @@ fn real_memcached_preloaded_gets_hit() {
 /// be late for.
 #[test]
 fn open_loop_reports_the_generators_own_send_lag() {
-    let mut cfg = config(fake_server(Fake::Honest));
-    cfg.qps = 2000.0;
-    cfg.connections = 8;
-    cfg.duration = Duration::from_millis(500);
-    cfg.warmup = Duration::from_millis(100);
+    let mut cfg = open_loop_on_eight(fake_server(Fake::Honest));
     let report = memcached::run(&cfg).unwrap();
     let lag = report
         .generator_send_lag_us
@@ -278,11 +285,7 @@ fn thousands_of_connections_open_without_overflowing_the_listen_queue() {
 /// window longer than the runtime allows is refused by name rather than cut short unseen.
 #[test]
 fn the_generators_idle_poll_is_taken_reported_and_bounded() {
-    let mut cfg = config(fake_server(Fake::Honest));
-    cfg.qps = 2000.0;
-    cfg.connections = 8;
-    cfg.duration = Duration::from_millis(500);
-    cfg.warmup = Duration::from_millis(100);
+    let mut cfg = open_loop_on_eight(fake_server(Fake::Honest));
     cfg.idle_poll = Duration::from_micros(50);
     let report = memcached::run(&cfg).unwrap();
     assert_eq!(report.generator_idle_poll_us, 50, "{report:?}");
