@@ -232,7 +232,8 @@ mc_workload() {
 
 # point PROTO NAME CONNS QPS [GENERATOR] -> one JSON object on stdout (and in the record).
 # GENERATOR: openloop (default), weft-load (weft's own, memcached protocol only), weft-load:US
-# (the same with --idle-poll-us US) or trace:FILE (openloop writing every request to FILE, thread run times in FILE.threads).
+# (the same with --idle-poll-us US) or trace:FILE (openloop writing every request to FILE,
+# thread run times in FILE.threads).
 point() {
   local proto=$1 name=$2 conns=$3 qps=$4 generator=${5:-openloop}
   local DURATION=$DURATION

@@ -42,10 +42,10 @@ pub struct Connected {
 }
 
 /// Opens `count` connections to `addr` from at most `in_flight` fibers at once, each attempt
-/// with `timeout` (up to [`ATTEMPTS`] of them when they time out), `TCP_NODELAY` and `SO_LINGER` 0: held for the whole run and closed with a reset
-/// after it, so no `TIME_WAIT` sockets, whose expiry a minute later and all at once on the
-/// CPU that took the server's FIN would stall a later run (6.7 ms for 15,360 connections on
-/// the benchmark VM).
+/// with `timeout` (up to [`ATTEMPTS`] of them when they time out), with `TCP_NODELAY` and
+/// `SO_LINGER` 0: held for the whole run and closed with a reset after it, so no `TIME_WAIT`
+/// sockets, whose expiry a minute later and all at once on the CPU that took the server's FIN
+/// would stall a later run (6.7 ms for 15,360 connections on the benchmark VM).
 pub fn connect_many(
     addr: SocketAddr,
     count: usize,
