@@ -199,6 +199,57 @@ fn a_silent_server_gives_timeouts_not_a_hang() {
     assert_eq!(report.actual_qps, 0.0);
 }
 
+/// Open loop at depth 1 (the dispatcher writes, the connections only read): a server that
+/// never answers is given up after the timeout, and the run still ends.
+#[test]
+fn a_silent_server_at_depth_one_gives_timeouts_not_a_hang() {
+    let mut cfg = open_loop_on_eight(fake_server(Fake::Silent));
+    cfg.preload = false;
+    cfg.timeout = Duration::from_millis(200);
+    let started = std::time::Instant::now();
+    let report = memcached::run(&cfg).unwrap();
+    let took = started.elapsed();
+    assert!(
+        report.timeouts > 500,
+        "about 1,000 requests, none answered: {report:?}"
+    );
+    assert_eq!((report.actual_qps, report.errors), (0.0, 0), "{report:?}");
+    assert!(
+        took < Duration::from_millis(100 + 500 + 300 + 1500),
+        "a 0.6 s run with a 0.2 s timeout took {took:?}"
+    );
+}
+
+#[test]
+fn a_closing_server_at_depth_one_gives_errors() {
+    let mut cfg = open_loop_on_eight(fake_server(Fake::CloseAfter(20)));
+    cfg.preload = false;
+    let report = memcached::run(&cfg).unwrap();
+    assert!(report.errors > 0, "{report:?}");
+    assert_eq!(report.timeouts, 0, "{report:?}");
+}
+
+/// Connections idle when the window ends leave with it: the reply timeout bounds a wait for
+/// a reply, not the run.
+#[test]
+fn idle_connections_end_with_the_window_not_the_timeout() {
+    let mut cfg = config(fake_server(Fake::Honest));
+    cfg.preload = false;
+    cfg.connections = 256;
+    cfg.qps = 500.0;
+    cfg.duration = Duration::from_millis(300);
+    cfg.timeout = Duration::from_secs(5);
+    let started = std::time::Instant::now();
+    let report = memcached::run(&cfg).unwrap();
+    let took = started.elapsed();
+    assert_eq!((report.errors, report.timeouts), (0, 0), "{report:?}");
+    assert!(report.requests > 50, "about 150 requests: {report:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "a 0.4 s run with a 5 s timeout took {took:?}"
+    );
+}
+
 #[test]
 fn a_closing_server_gives_errors() {
     let mut cfg = config(fake_server(Fake::CloseAfter(20)));

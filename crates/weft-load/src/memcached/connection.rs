@@ -1,5 +1,6 @@
-//! One generator connection: a sender fiber following the schedule and a receiver fiber
-//! matching replies to requests.
+//! One generator connection in closed loop, or open loop deeper than one request: a sender
+//! fiber following the schedule and a receiver fiber matching replies to requests. (Open loop
+//! at depth 1 is [`super::fed`]; the helpers at the bottom serve both.)
 //!
 //! Invariants: at most `depth` requests are outstanding (a semaphore the receiver releases);
 //! the intended send time of every request travels to the receiver through a FIFO channel
@@ -12,7 +13,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
@@ -34,14 +35,14 @@ pub const FIBER_STACK_BYTES: usize = 64 * 1024;
 
 /// Connection states: `ALIVE`, or dead because replies stopped (`TIMED_OUT`) or the
 /// connection failed (`BROKEN`).
-const ALIVE: u8 = 0;
-const TIMED_OUT: u8 = 1;
-const BROKEN: u8 = 2;
+pub(super) const ALIVE: u8 = 0;
+pub(super) const TIMED_OUT: u8 = 1;
+pub(super) const BROKEN: u8 = 2;
 
 /// A request the receiver has yet to see answered.
-struct Pending {
-    intended: Instant,
-    get: bool,
+pub(super) struct Pending {
+    pub(super) intended: Instant,
+    pub(super) get: bool,
 }
 
 /// Runs the connection's schedule until `plan.end` by the clock, then waits for the replies to
@@ -225,7 +226,13 @@ fn receive(
 
 /// Records one reply to `pending` that arrived at `now`.
 #[inline]
-fn record(plan: &Plan, recorder: &Recorder, reply: Reply, pending: &Pending, now: Instant) {
+pub(super) fn record(
+    plan: &Plan,
+    recorder: &Recorder,
+    reply: Reply,
+    pending: &Pending,
+    now: Instant,
+) {
     let counted = plan.counts(pending.intended);
     let in_window = plan.counts(now);
     if counted || in_window {
@@ -241,7 +248,7 @@ fn record(plan: &Plan, recorder: &Recorder, reply: Reply, pending: &Pending, now
 }
 
 /// Counts `lost` requests as timeouts or errors, by why the connection died.
-fn count_lost(recorder: &Recorder, cause: u8, lost: u64) {
+pub(super) fn count_lost(recorder: &Recorder, cause: u8, lost: u64) {
     if lost == 0 {
         return;
     }
@@ -255,14 +262,14 @@ fn count_lost(recorder: &Recorder, cause: u8, lost: u64) {
 }
 
 /// A connection's receive buffer: reads and parses one reply at a time.
-struct Replies {
+pub(super) struct Replies {
     buf: Vec<u8>,
     start: usize,
     end: usize,
 }
 
 impl Replies {
-    fn new() -> Replies {
+    pub(super) fn new() -> Replies {
         Replies {
             buf: vec![0u8; 16 * 1024],
             start: 0,
@@ -271,7 +278,7 @@ impl Replies {
     }
 
     /// The next reply, reading as needed; `Err("timeout")` when the read timeout passed.
-    fn next(&mut self, stream: &TcpStream) -> Result<Reply, String> {
+    pub(super) fn next(&mut self, stream: &TcpStream) -> Result<Reply, String> {
         loop {
             match response::parse(&self.buf[self.start..self.end]) {
                 Ok(Some((reply, used))) => {
@@ -304,143 +311,6 @@ impl Replies {
             }
         }
     }
-}
-
-/// The arrivals a dispatcher hands to one connection ([`dispatch`]): intended send times.
-pub type Arrivals = channel::Receiver<Instant>;
-
-/// Most arrivals waiting on one connection (behind the request in flight); more are counted
-/// as `unsent`, as the C generator's per-connection queue does.
-pub const ARRIVALS_CAP: usize = 64;
-
-/// Depth 1, open loop: one fiber per connection sends each arrival the dispatcher hands it
-/// and reads its reply before sending the next, so a connection costs one fiber and no timer
-/// of its own (the dispatcher sleeps for all of them). An arrival that finds the previous
-/// request unanswered waits in the channel; its latency still runs from its intended time.
-///
-/// The plan is set once every connection's fiber exists (so spawning 15,360 fibers does not
-/// eat into the schedule); the first arrival comes after it is set.
-pub fn drive_fed(
-    stream: TcpStream,
-    plan: Arc<OnceLock<Arc<Plan>>>,
-    recorder: Arc<Recorder>,
-    lag: Arc<Recorder>,
-    arrivals: Arrivals,
-    dead: Arc<[AtomicU8]>,
-    index: usize,
-) {
-    let Ok(first) = arrivals.recv() else { return };
-    let Some(plan) = plan.get() else { return };
-    let mut next = Some(first);
-    let mut idle_since = plan.start;
-    let mut rng = SmallRng::seed_from_u64(plan.seed ^ (index as u64).wrapping_mul(0x9E37_79B9));
-    let keys = KeySampler::new(plan.key_dist, plan.keys);
-    let mut replies = Replies::new();
-    let mut out = Vec::with_capacity(256);
-    let _ = stream.set_read_timeout(Some(plan.timeout));
-    while let Some(intended) = next.take().or_else(|| arrivals.recv().ok()) {
-        if Instant::now() >= plan.end {
-            // The window is over: this arrival and the ones queued behind it were never sent.
-            let mut unsent = u64::from(plan.counts(intended));
-            while let Ok(at) = arrivals.try_recv() {
-                unsent += u64::from(plan.counts(at));
-            }
-            if unsent > 0 {
-                recorder.with(|t| t.unsent += unsent);
-            }
-            break;
-        }
-        out.clear();
-        let get = next_request(&mut out, plan, &keys, &mut rng);
-        let pending = Pending { intended, get };
-        // The generator's own lateness: how late a request that found its connection idle
-        // goes out (one queued behind an unanswered request waits for the server).
-        if intended >= idle_since && plan.counts(intended) {
-            lag.with(|t| t.record(Instant::now().saturating_duration_since(intended)));
-        }
-        let reply = match (&stream).write_all(&out) {
-            Ok(()) => replies.next(&stream),
-            Err(e) => Err(e.to_string()),
-        };
-        match reply {
-            Ok(reply) => {
-                idle_since = Instant::now();
-                record(plan, &recorder, reply, &pending, idle_since);
-            }
-            Err(why) => {
-                let cause = if why == "timeout" { TIMED_OUT } else { BROKEN };
-                dead[index].store(cause, Ordering::Release);
-                let mut lost = u64::from(plan.counts(intended));
-                while let Ok(at) = arrivals.try_recv() {
-                    lost += u64::from(plan.counts(at));
-                }
-                count_lost(&recorder, cause, lost);
-                if plan.verbose {
-                    eprintln!("weft load: connection closed: {why}");
-                }
-                // Dropping `arrivals` tells the dispatcher; it counts later ones as lost.
-                break;
-            }
-        }
-    }
-}
-
-/// The open-loop schedule of connections `first, first + step, …` (depth 1): one Poisson
-/// process of `rate` whose every arrival goes to one of them at random — the same load as
-/// independent Poisson processes of rate/N on each (superposition), at one timer for all.
-/// Stops at the end of the window; an arrival that finds its connection's queue full, or the
-/// connection gone at the end of its window, is `unsent`; one to a dead connection is a
-/// timeout or error by the cause.
-pub fn dispatch(
-    plan: &Plan,
-    recorder: &Recorder,
-    rate: f64,
-    feeds: Vec<(usize, channel::Sender<Instant>)>,
-    dead: &[AtomicU8],
-    seed: u64,
-    spin: Duration,
-) {
-    if feeds.is_empty() {
-        return;
-    }
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let mut schedule = Poisson::new(rate, plan.start, &mut rng);
-    let (mut unsent, mut timeouts, mut errors) = (0u64, 0u64, 0u64);
-    let mut next = schedule.next(&mut rng);
-    while next < plan.end {
-        let now = Instant::now();
-        if next > now {
-            // A sleep costs a wake-up of the generator's thread (tens of us of CPU on a VM,
-            // and late): poll by yielding when the next arrival is close, as the C generator
-            // does; yielding also lets the processor reap completions.
-            if next - now <= spin {
-                weft::yield_now();
-            } else if weft::sleep_until(next - spin / 2).is_err() {
-                break;
-            }
-            continue;
-        }
-        let (index, feed) = &feeds[rng.random_range(0..feeds.len())];
-        let counted = u64::from(plan.counts(next));
-        match feed.try_send(next) {
-            Ok(()) => {}
-            Err(channel::TrySendError::Full(_)) => unsent += counted,
-            // The connection has left: it died, or (still ALIVE) it saw the window end
-            // before this dispatcher, behind schedule, drew this arrival; then it was never
-            // sent, which is no failure of the server's.
-            Err(_) => match dead[*index].load(Ordering::Acquire) {
-                TIMED_OUT => timeouts += counted,
-                BROKEN => errors += counted,
-                _ => unsent += counted,
-            },
-        }
-        next = schedule.next(&mut rng);
-    }
-    recorder.with(|t| {
-        t.unsent += unsent;
-        t.timeouts += timeouts;
-        t.errors += errors;
-    });
 }
 
 /// Counts `first` and every later arrival of `schedule` inside the window as never sent.
@@ -479,7 +349,12 @@ fn tally(t: &mut Tally, reply: Reply, get: bool, latency: Duration, timeout: Dur
 
 /// Appends the next request of `plan` to `out`: a get or, with the plan's update ratio, a set
 /// of a sampled size, in the plan's protocol. Returns whether it is a get.
-fn next_request(out: &mut Vec<u8>, plan: &Plan, keys: &KeySampler, rng: &mut SmallRng) -> bool {
+pub(super) fn next_request(
+    out: &mut Vec<u8>,
+    plan: &Plan,
+    keys: &KeySampler,
+    rng: &mut SmallRng,
+) -> bool {
     let get = rng.random::<f64>() >= plan.update_ratio;
     let key = keys.sample(rng);
     if get {
@@ -489,85 +364,4 @@ fn next_request(out: &mut Vec<u8>, plan: &Plan, keys: &KeySampler, rng: &mut Sma
         push_write(out, plan.protocol, key, &plan.filler[..len]);
     }
     get
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::dist::{KeyDist, ValueSize};
-
-    /// A plan whose 50 ms window ended 10 ms ago: a dispatcher given it is behind schedule
-    /// for every arrival, as one on a loaded machine is at the end of its window.
-    fn plan_that_ended() -> Plan {
-        let now = Instant::now();
-        let start = now - Duration::from_millis(60);
-        Plan {
-            start,
-            count_from: start,
-            end: now - Duration::from_millis(10),
-            qps: 20_000.0,
-            connections: 1,
-            depth: 1,
-            protocol: Default::default(),
-            coalesce: true,
-            update_ratio: 0.0,
-            keys: 10,
-            key_dist: KeyDist::Uniform,
-            value_size: ValueSize::Fixed(8),
-            timeout: Duration::from_secs(1),
-            seed: 7,
-            verbose: false,
-            filler: vec![b'x'; 8],
-        }
-    }
-
-    /// Runs a dispatcher of `plan_that_ended` to one connection that has already left (its
-    /// receiver dropped) in state `state`; returns the tally.
-    fn dispatch_to_a_connection_that_left(state: u8) -> Tally {
-        let plan = plan_that_ended();
-        let recorder = Recorder::new();
-        let (tx, rx) = channel::bounded::<Instant>(ARRIVALS_CAP);
-        drop(rx);
-        let dead = [AtomicU8::new(state)];
-        dispatch(
-            &plan,
-            &recorder,
-            plan.qps,
-            vec![(0, tx)],
-            &dead,
-            1,
-            Duration::ZERO,
-        );
-        recorder.total()
-    }
-
-    #[test]
-    fn arrivals_for_a_connection_whose_window_ended_are_unsent_not_errors() {
-        // The connection saw the window end and left while the dispatcher, behind schedule,
-        // still drew arrivals intended inside it: none of them was sent, none failed.
-        let t = dispatch_to_a_connection_that_left(ALIVE);
-        let counts = (t.unsent, t.errors, t.timeouts);
-        assert_eq!(
-            (counts.1, counts.2),
-            (0, 0),
-            "unsent, errors, timeouts: {counts:?}"
-        );
-        assert!(counts.0 > 100, "about 1,000 arrivals in 50 ms: {counts:?}");
-    }
-
-    #[test]
-    fn arrivals_for_a_dead_connection_count_by_why_it_died() {
-        let b = dispatch_to_a_connection_that_left(BROKEN);
-        let b = (b.unsent, b.errors, b.timeouts);
-        assert!(
-            b.1 > 100 && b.0 == 0 && b.2 == 0,
-            "unsent, errors, timeouts: {b:?}"
-        );
-        let t = dispatch_to_a_connection_that_left(TIMED_OUT);
-        let t = (t.unsent, t.errors, t.timeouts);
-        assert!(
-            t.2 > 100 && t.0 == 0 && t.1 == 0,
-            "unsent, errors, timeouts: {t:?}"
-        );
-    }
 }

@@ -4,16 +4,17 @@
 //! A run has four phases: connect every connection (in parallel fibers), preload every key
 //! once (so gets hit), run the schedule — `warmup` seconds not counted, then `duration`
 //! seconds counted — and drain the last replies (bounded by `timeout`). The generator runs on
-//! its own weft cluster of `threads` processors; each connection is two fibers
-//! ([`connection`]).
+//! its own weft cluster of `threads` processors. In open loop at depth 1 (the thesis's load)
+//! a dispatcher per processor writes the requests and each connection's fiber reads the
+//! replies ([`fed`]); otherwise each connection is two fibers ([`connection`]).
 
 pub mod connection;
+pub mod fed;
 pub mod request;
 pub mod response;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::AtomicU8;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -289,31 +290,45 @@ fn run_on_cluster(config: &Config, addr: SocketAddr) -> anyhow::Result<Report> {
     if config.preload {
         preload(config, &streams)?;
     }
-    // Open loop at depth 1: one fiber per connection, fed by one dispatcher per processor
-    // ([`connection::dispatch`]); they exist before the schedule starts.
+    // Open loop at depth 1: one reader fiber per connection and one dispatcher per processor
+    // that writes the requests of its group ([`fed`]); the readers exist before the schedule
+    // starts.
     let fed = config.qps > 0.0 && config.depth == 1;
     let cell = Arc::new(OnceLock::new());
     let recorder = Arc::new(Recorder::new());
     let lag = Arc::new(Recorder::new());
     recorder.with(|t| t.errors += (config.connections - connected) as u64);
-    let dead: Arc<[AtomicU8]> = (0..connected).map(|_| AtomicU8::new(0)).collect();
-    let groups = config.threads.min(connected).max(1);
-    let mut feeds: Vec<Vec<_>> = (0..groups).map(|_| Vec::new()).collect();
     let mut fibers = Vec::with_capacity(connected);
+    let mut groups: Vec<Arc<fed::Group>> = Vec::new();
     let mut streams = streams;
     if fed {
+        let count = config.threads.min(connected).max(1);
+        let mut split: Vec<Vec<TcpStream>> = (0..count).map(|_| Vec::new()).collect();
         for (i, stream) in streams.drain(..).enumerate() {
-            let (tx, rx) = weft::sync::channel::bounded(connection::ARRIVALS_CAP);
-            feeds[i % groups].push((i, tx));
-            let (cell, recorder, dead) = (cell.clone(), recorder.clone(), dead.clone());
-            let lag = lag.clone();
-            fibers.push(
-                weft::Builder::new()
-                    .name(format!("load-conn-{i}"))
+            split[i % count].push(stream);
+        }
+        groups = split
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .map(|s| Arc::new(fed::Group::new(s)))
+            .collect();
+        for (g, group) in groups.iter().enumerate() {
+            for i in 0..group.len() {
+                let (group, cell, recorder) = (group.clone(), cell.clone(), recorder.clone());
+                let spawned = weft::Builder::new()
+                    .name(format!("load-conn-{g}-{i}"))
                     .stack_size(connection::FIBER_STACK_BYTES)
-                    .spawn(move || connection::drive_fed(stream, cell, recorder, lag, rx, dead, i))
-                    .context("spawning a connection fiber (raise vm.max_map_count?)")?,
-            );
+                    .spawn(move || fed::read_replies(group, i, cell, recorder));
+                match spawned {
+                    Ok(f) => fibers.push(f),
+                    Err(e) => {
+                        // The readers spawned so far wake with end of stream and leave.
+                        groups.iter().for_each(|g| g.abandon());
+                        return Err(anyhow::Error::new(e)
+                            .context("spawning a connection fiber (raise vm.max_map_count?)"));
+                    }
+                }
+            }
         }
     }
     let start = Instant::now() + Duration::from_millis(20);
@@ -337,19 +352,22 @@ fn run_on_cluster(config: &Config, addr: SocketAddr) -> anyhow::Result<Report> {
     });
     let _ = cell.set(plan.clone());
     let mut dispatchers = Vec::new();
-    for (g, feeds) in feeds.into_iter().enumerate().filter(|(_, f)| !f.is_empty()) {
-        let (plan, recorder, dead) = (plan.clone(), recorder.clone(), dead.clone());
-        let rate = plan.qps * feeds.len() as f64 / connected as f64;
+    for (g, group) in groups.iter().enumerate() {
+        let (plan, recorder, lag, group) =
+            (plan.clone(), recorder.clone(), lag.clone(), group.clone());
+        let rate = plan.qps * group.len() as f64 / connected as f64;
         let spin = config.spin;
         let seed = plan.seed ^ 0xd15_9a7c ^ (g as u64).wrapping_mul(0x9E37_79B9);
-        dispatchers.push(
-            weft::Builder::new()
-                .name(format!("load-dispatch-{g}"))
-                .spawn(move || {
-                    connection::dispatch(&plan, &recorder, rate, feeds, &dead, seed, spin)
-                })
-                .context("spawning a dispatcher fiber")?,
-        );
+        let spawned = weft::Builder::new()
+            .name(format!("load-dispatch-{g}"))
+            .spawn(move || fed::dispatch(&plan, &recorder, &lag, rate, &group, seed, spin));
+        match spawned {
+            Ok(d) => dispatchers.push(d),
+            Err(e) => {
+                groups.iter().for_each(|g| g.abandon());
+                return Err(anyhow::Error::new(e).context("spawning a dispatcher fiber"));
+            }
+        }
     }
     for (i, stream) in streams.into_iter().enumerate() {
         let (plan, recorder) = (plan.clone(), recorder.clone());

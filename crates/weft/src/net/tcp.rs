@@ -315,6 +315,15 @@ impl TcpStream {
         r
     }
 
+    /// Starts fetching the state a write through this stream touches first (its write-behind
+    /// slot), for a caller that will write to it soon and has other work first: with
+    /// thousands of connections that state is cold by the time a connection's turn comes. A
+    /// hint only: it reads and changes nothing.
+    #[inline]
+    pub fn prefetch_for_write(&self) {
+        self.send.prefetch_for_reply();
+    }
+
     /// Receives into a buffer the processor lends instead of one of the caller's
     /// ([`crate::io::Lent`]; up to [`crate::io::LENT_BUFFER_BYTES`] bytes). Waits as
     /// [`Read::read`] does; an empty `Lent` is end of stream. For servers with thousands of
