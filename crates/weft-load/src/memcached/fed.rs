@@ -294,11 +294,15 @@ pub fn dispatch(
     let mut sweep = Sweep::new(plan.timeout, group.len(), plan.start);
     let mut out = Vec::with_capacity(256);
     let mut next = schedule.next(&mut rng);
-    // The connection of the next arrival is drawn one arrival ahead, and its entry and
-    // write-behind slot fetched while the dispatcher waits for that arrival's time: at
-    // thousands of connections both are cold.
+    // Connections are drawn two arrivals ahead: the entry of the one after next is fetched
+    // while the dispatcher waits, and the next one's write-behind slot (found through its
+    // entry, fetched an arrival ago): at thousands of connections both are cold, and the
+    // slot's address is in the entry.
     let mut target = rng.random_range(0..group.len());
-    prefetch_conn(&group.conns[target]);
+    let mut after = rng.random_range(0..group.len());
+    prefetch_entry(&group.conns[target]);
+    group.conns[target].stream.prefetch_for_write();
+    prefetch_entry(&group.conns[after]);
     while next < plan.end {
         let now = Instant::now();
         if now >= plan.end {
@@ -319,8 +323,10 @@ pub fn dispatch(
             continue;
         }
         let conn = &group.conns[target];
-        target = rng.random_range(0..group.len());
-        prefetch_conn(&group.conns[target]);
+        target = after;
+        after = rng.random_range(0..group.len());
+        prefetch_entry(&group.conns[after]);
+        group.conns[target].stream.prefetch_for_write();
         let counted = plan.counts(next);
         let offer = {
             let mut st = conn.lock();
@@ -378,12 +384,11 @@ pub fn dispatch(
     }
 }
 
-/// Starts fetching what an arrival for `conn` touches: its entry (the lock and state beside
-/// it) and the stream's write-behind slot.
+/// Starts fetching `conn`'s entry: its lock and state, and the stream's handle beside them.
 #[inline]
-fn prefetch_conn(conn: &Conn) {
+fn prefetch_entry(conn: &Conn) {
     weft::hint::prefetch_read((&conn.state as *const Mutex<State>).cast());
-    conn.stream.prefetch_for_write();
+    weft::hint::prefetch_read((&conn.stream as *const TcpStream).cast());
 }
 
 /// Ends the window for every connection of `group`: an idle one's read side is shut down so
