@@ -28,7 +28,8 @@
 //!   arming one a request is what cost the timer): the dispatcher sweeps its connections for
 //!   a request older than the timeout, a share of them at each pass so that every connection
 //!   is looked at once in half the timeout.
-//! - When the window ends the dispatcher closes every connection: an idle one has its read
+//! - When the window ends the dispatcher closes every connection, yielding every
+//!   [`CLOSE_BATCH`] so that the readers of the last replies are not held up: an idle one has its read
 //!   side shut down (its reader wakes with end of stream and leaves), a busy one's reader
 //!   leaves after the reply; backlog entries still waiting then are `unsent`. The dispatcher
 //!   keeps sweeping until every reader of its group has left.
@@ -61,6 +62,9 @@ const SWEEP_SHARE: u32 = 2;
 
 /// The shortest sweep period, so a tiny timeout does not make the dispatcher a busy loop.
 const MIN_SWEEP_PERIOD: Duration = Duration::from_millis(1);
+
+/// Connections the dispatcher closes between yields at the end of the window.
+const CLOSE_BATCH: usize = 32;
 
 /// A dispatcher that would sleep longer wakes for the sweep after this long (looking at the
 /// connections owed by then in one pass); between arrivals closer together it sweeps a few
@@ -374,6 +378,9 @@ pub fn dispatch(
     if unsent > 0 {
         recorder.with(|t| t.unsent += unsent);
     }
+    // Close once the window is over, not at its last arrival: closing is a system call a
+    // connection, and the replies to the window's last requests are read between them.
+    let _ = weft::sleep_until(plan.end);
     close(plan, recorder, group);
     while group.running.load(Ordering::Acquire) > 0 {
         let now = Instant::now();
@@ -394,7 +401,13 @@ fn prefetch_entry(conn: &Conn) {
 /// Ends the window for every connection of `group`: an idle one's read side is shut down so
 /// its reader leaves; a busy one's reader leaves after the reply.
 fn close(plan: &Plan, recorder: &Recorder, group: &Group) {
-    for conn in &group.conns {
+    for (i, conn) in group.conns.iter().enumerate() {
+        if i % CLOSE_BATCH == CLOSE_BATCH - 1 {
+            // 15,360 shutdowns take tens of milliseconds: the readers of replies still on
+            // their way take their turns between batches, so their latencies are not the
+            // closing's.
+            weft::yield_now();
+        }
         let idle = {
             let mut st = conn.lock();
             st.closed = true;
@@ -559,6 +572,27 @@ mod tests {
                 "{want}: unsent, errors, timeouts {counts:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_connections_are_closed_when_the_window_ends_not_at_its_last_arrival() {
+        // At 20 req/s the last arrival of a 300 ms window comes well before its end; closing
+        // then (15,360 shutdowns, tens of milliseconds) held up the replies to the last
+        // requests of a real window, whose latencies then read as the closing's.
+        let now = Instant::now();
+        let mut plan = plan(
+            now,
+            now + Duration::from_millis(300),
+            Duration::from_secs(1),
+        );
+        plan.qps = 20.0;
+        let (group, _server) = group_of_one(ALIVE);
+        dispatch_to(&group, &plan);
+        assert!(
+            Instant::now() >= plan.end,
+            "returned before the window's end"
+        );
+        assert!(group.conns[0].lock().closed);
     }
 
     #[test]
