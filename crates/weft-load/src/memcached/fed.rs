@@ -13,7 +13,7 @@
 //! when its fiber next runs.
 //!
 //! Invariants:
-//! - A connection has at most one request on the wire ([`State::outstanding`]). An arrival
+//! - A connection has at most one request on the wire (`State::outstanding`). An arrival
 //!   that finds one waits in the connection's backlog (at most [`BACKLOG_CAP`]; more are
 //!   `unsent`, as the C generator's per-connection queue), and the reader writes it when the
 //!   reply comes; its latency still runs from its intended time (no coordinated omission).
@@ -28,11 +28,11 @@
 //!   arming one a request is what cost the timer): the dispatcher sweeps its connections for
 //!   a request older than the timeout, a share of them at each pass so that every connection
 //!   is looked at once in half the timeout.
-//! - When the window ends the dispatcher closes every connection, yielding every
-//!   [`CLOSE_BATCH`] so that the readers of the last replies are not held up: an idle one has its read
-//!   side shut down (its reader wakes with end of stream and leaves), a busy one's reader
-//!   leaves after the reply; backlog entries still waiting then are `unsent`. The dispatcher
-//!   keeps sweeping until every reader of its group has left.
+//! - When the window ends (not at its last arrival) the dispatcher closes every connection,
+//!   yielding every 32 so that the readers of the last replies are not held up: an idle one
+//!   has its read side shut down (its reader wakes with end of stream and leaves), a busy
+//!   one's reader leaves after the reply; backlog entries still waiting then are `unsent`.
+//!   The dispatcher keeps sweeping until every reader of its group has left.
 
 use std::collections::VecDeque;
 use std::net::Shutdown;
