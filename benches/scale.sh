@@ -40,7 +40,10 @@
 # more is marked generator-bound), and appends every point
 # to $OUT/scale-DATE.jsonl, with the server's CPU over the window (server_busy) and the host's
 # steal time on CPU 0 and CPU 1 over it (server_cpu_steal_ms, load_cpu_steal_ms: /proc/stat's
-# 10 ms ticks, so 0 means under 10 ms).
+# 10 ms ticks, so 0 means under 10 ms), and CPU 0's own busy fraction over it, whoever ran
+# (server_cpu0_busy: the idle and steal time /proc/stat counts taken out; the kernel's work a
+# server causes while its CPU is otherwise idle, such as timer and network softirqs, is counted
+# there and not in the server's own server_busy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -197,24 +200,29 @@ steal_ticks() {
   awk -v c="cpu$1" '$1 == c {print $9}' /proc/stat
 }
 
+# idle_ticks CPU -> that CPU's idle and I/O-wait ticks so far (/proc/stat, 10 ms units).
+idle_ticks() {
+  awk -v c="cpu$1" '$1 == c {print $5 + $6}' /proc/stat
+}
+
 # window_busy PID PORT CONNS FILE: once CONNS connections to PORT are established, waits out the
 # warm-up and writes the server's busy fraction over the measured window to FILE (set-up and
 # drain left out, so it reads as CPU per request).
 window_busy() {
-  local pid=$1 port=$2 conns=$3 file=$4 c0 c1 t0 t1 s00 s01 s10 s11
+  local pid=$1 port=$2 conns=$3 file=$4 c0 c1 t0 t1 s00 s01 s10 s11 i0 i1
   for _ in $(seq 1200); do
     [ "$(ss -tnH state established "( sport = :$port )" 2>/dev/null | wc -l)" -ge "$conns" ] && break
     sleep 0.05
   done
   sleep "$WARMUP"
   c0=$(cpu_ticks "$pid")
-  s00=$(steal_ticks 0) s10=$(steal_ticks 1)
+  s00=$(steal_ticks 0) s10=$(steal_ticks 1) i0=$(idle_ticks 0)
   t0=$(date +%s.%N)
   sleep "$DURATION"
   c1=$(cpu_ticks "$pid")
-  s01=$(steal_ticks 0) s11=$(steal_ticks 1)
+  s01=$(steal_ticks 0) s11=$(steal_ticks 1) i1=$(idle_ticks 0)
   t1=$(date +%s.%N)
-  python3 -c "print(round(($c1-$c0)/100/($t1-$t0),3), ($s01-$s00)*10, ($s11-$s10)*10)" >"$file"
+  python3 -c "t=$t1-$t0; print(round(($c1-$c0)/100/t,3), ($s01-$s00)*10, ($s11-$s10)*10, round(max(0.0, 1-($i1-$i0+$s01-$s00)/100/t),3))" >"$file"
 }
 
 port=30000
@@ -324,13 +332,13 @@ print(json.dumps(d))" "$work/trace.json" "$file" 2>/dev/null || echo '{}')
   wait "$busy_pid" 2>/dev/null || true
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
-  local busy=None steal0=None steal1=None halt=None gen_name=${generator%%:*}
+  local busy=None steal0=None steal1=None cpu0=None halt=None gen_name=${generator%%:*}
   # A trace's or a stop's file is not the generator's name; weft-load's idle poll is.
   case $generator in weft-load:*) gen_name=$generator ;; esac
   # The idle poll in effect: only the haltpoll driver reads guest_halt_poll_ns.
   [ "$cpuidle_driver" = haltpoll ] && [ -r "$halt_poll" ] && halt=$(cat "$halt_poll")
-  [ -s "$work/busy" ] && read -r busy steal0 steal1 <"$work/busy"
-  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='$gen_name', server_busy=$busy, server_cpu_steal_ms=$steal0, load_cpu_steal_ms=$steal1, guest_halt_poll_ns=$halt, cpuidle_driver='$cpuidle_driver', stamp='$stamp', isolate='$ISOLATE', duration=$DURATION, turn=${round_turn:-None}, place=${round_place:-None}); print(json.dumps(d))" "$out")
+  [ -s "$work/busy" ] && read -r busy steal0 steal1 cpu0 <"$work/busy"
+  out=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d.update(server='$name', generator='$gen_name', server_busy=$busy, server_cpu0_busy=$cpu0, server_cpu_steal_ms=$steal0, load_cpu_steal_ms=$steal1, guest_halt_poll_ns=$halt, cpuidle_driver='$cpuidle_driver', stamp='$stamp', isolate='$ISOLATE', duration=$DURATION, turn=${round_turn:-None}, place=${round_place:-None}); print(json.dumps(d))" "$out")
   echo "$out" >>"$record"
   echo "$out"
 }

@@ -53,7 +53,8 @@ standard error of sqrt(2/3 / rounds). It prints that mean rank for each of the t
 two-sided p of its distance from 2 (normal approximation), and three exact sign tests: weft's
 p99 against the peer's second run, the peer's first run against its second (the control's
 own split: the same binary twice, so any lean it shows is the machine's and the order's, and
-weft's split is read against it), and weft's busy CPU against the peer's first run. Records
+weft's split is read against it), and weft's busy CPU against the peer's first run (its own
+time, and, in records since 2026-11-30 23:00, CPU 0's busy time whoever ran). Records
 before 2026-11-27 23:00 ran the three in the order peer-2, peer, weft and its reverse, so the
 peer's first run was always in the middle of its round and weft and the second run at the
 ends: there the second run is the fair one to hold weft against. Later records rotate the
@@ -368,6 +369,15 @@ def significance_lines(proto, rows, server="weft"):
         over = sum(a > b for a, b in busy)
         lines.append(f"{proto}: {server}'s busy CPU over the peer's in {over} of {len(busy)} rounds "
                      f"(sign test p {shown_p(sign_test_p(over, len(busy)))})")
+    # CPU 0's own busy time, whoever ran (records since 2026-11-30 23:00): a server's own time
+    # leaves out the softirqs that run while its CPU is otherwise idle, so this is the fairer
+    # count of the work a server costs its CPU.
+    cpu0 = [(w.get("server_cpu0_busy"), p.get("server_cpu0_busy")) for w, p, _ in rows]
+    cpu0 = [(a, b) for a, b in cpu0 if a and b and a != b]
+    if cpu0:
+        over = sum(a > b for a, b in cpu0)
+        lines.append(f"{proto}: CPU 0 busier with {server} than with the peer in {over} of {len(cpu0)} "
+                     f"rounds (sign test p {shown_p(sign_test_p(over, len(cpu0)))})")
     return lines
 
 

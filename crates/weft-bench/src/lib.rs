@@ -27,6 +27,8 @@
 //! - [`generators`]: `weft bench load`, the load generators against wrk, memcaslap and
 //!   `benches/openloop`; and the memcached-like server starts and `weft load memcached` runs
 //!   the other jobs share.
+//! - [`host_probe`]: the host phase a comparison ran in (the CPUs' cache-line round trip, a
+//!   system call's price), printed at its head.
 //! - [`cgroup`]: the CPU quota (`--server-cpu-pct`) or the memory limit (`weft experiment
 //!   disk`) the servers of a job run under.
 //!
@@ -39,6 +41,7 @@ pub mod echo;
 pub mod experiment;
 pub mod files;
 pub mod generators;
+pub mod host_probe;
 pub mod http;
 pub mod memcached;
 pub mod memory;

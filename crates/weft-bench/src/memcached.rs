@@ -243,6 +243,9 @@ fn compare(
         }
     }
     println!("{}", order_line(args.runs, args.first.unwrap_or(0)));
+    // The host phase moves the ratios (the system call's price most of all); say which one
+    // this run saw.
+    println!("{}", crate::host_probe::Host::probe().line());
     if !args.open_loop.is_empty() {
         return open_loop(args, exe, &servers, interrupted);
     }

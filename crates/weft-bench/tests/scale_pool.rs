@@ -320,3 +320,46 @@ fn each_point_holds_the_server_and_the_peer_against_the_peers_second_run() {
         "{line}"
     );
 }
+
+#[test]
+fn cpu_0s_own_busy_time_is_tested_beside_the_servers_own() {
+    let dir = scratch("cpu0");
+    // weft's own time over the peer's in every round; CPU 0's time over in one round of two.
+    let path = record(&dir, "cpu0.jsonl", 20, |r| ([200 + r, 200, 210], 0.6));
+    let text = std::fs::read_to_string(&path).expect("read the record");
+    let mut turn = 0;
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let cpu0 = if l.contains(r#""server": "weft""#) {
+                turn += 1;
+                if turn % 2 == 0 {
+                    0.7
+                } else {
+                    0.6
+                }
+            } else {
+                0.65
+            };
+            l.replace(
+                r#""server_busy""#,
+                &format!(r#""server_cpu0_busy": {cpu0}, "server_busy""#),
+            )
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").expect("write the record");
+    let Some(out) = significance(&path) else {
+        return;
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.contains("busy CPU over the peer's in 40 of 40 rounds (sign test p < 0.001)"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "CPU 0 busier with weft than with the peer in 20 of 40 rounds (sign test p 1.000)"
+        ),
+        "{out}"
+    );
+}
