@@ -210,6 +210,7 @@ pub fn run(args: &Options) -> anyhow::Result<()> {
             "servers capped together at {pct} % of CPU 0 (cgroup CPU quota, 10 ms period)"
         )?;
     }
+    writeln!(report, "{}", crate::host_probe::Host::probe().line())?;
     writeln!(
         report,
         "file set: {} ({} files, scale {}, seed {})\n",
