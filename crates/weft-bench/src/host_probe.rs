@@ -58,9 +58,7 @@ pub fn syscall_ns(cpu: usize) -> Option<f64> {
     std::thread::Builder::new()
         .name("syscall-probe".to_owned())
         .spawn(move || {
-            if cpu >= libc::CPU_SETSIZE as usize
-                || crate::echo::cpu::pin_current_thread(cpu).is_err()
-            {
+            if !core_probe::pin_to(cpu) {
                 return None;
             }
             let mut batches = Vec::new();

@@ -100,7 +100,7 @@ pub fn placement(probes: &[Option<f64>]) -> &'static str {
 }
 
 /// Pins the calling thread to `cpu`; `false` when the kernel refuses.
-fn pin_to(cpu: usize) -> bool {
+pub(crate) fn pin_to(cpu: usize) -> bool {
     // Beyond the set's size `CPU_SET` has no bit to set.
     cpu < libc::CPU_SETSIZE as usize && crate::echo::cpu::pin_current_thread(cpu).is_ok()
 }
