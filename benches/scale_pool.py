@@ -363,21 +363,20 @@ def significance_lines(proto, rows, server="weft"):
     lines.append(f"{proto}: the peer's p99 under its second run's in {first} of {n_control} rounds "
                  f"(ties left out; sign test p {shown_p(sign_test_p(first, n_control))}): the "
                  f"control's own split")
-    busy = [(w.get("server_busy"), p.get("server_busy")) for w, p, _ in rows]
-    busy = [(a, b) for a, b in busy if a and b and a != b]
-    if busy:
-        over = sum(a > b for a, b in busy)
-        lines.append(f"{proto}: {server}'s busy CPU over the peer's in {over} of {len(busy)} rounds "
-                     f"(sign test p {shown_p(sign_test_p(over, len(busy)))})")
+    def over_in(field, says):
+        """The sign test of `field` (weft's round against the peer's), as the line `says`."""
+        pairs = [(w.get(field), p.get(field)) for w, p, _ in rows]
+        pairs = [(a, b) for a, b in pairs if a and b and a != b]
+        if pairs:
+            over = sum(a > b for a, b in pairs)
+            lines.append(f"{proto}: {says} in {over} of {len(pairs)} rounds "
+                         f"(sign test p {shown_p(sign_test_p(over, len(pairs)))})")
+
+    over_in("server_busy", f"{server}'s busy CPU over the peer's")
     # CPU 0's own busy time, whoever ran (records since 2026-11-30 23:00): a server's own time
     # leaves out the softirqs that run while its CPU is otherwise idle, so this is the fairer
     # count of the work a server costs its CPU.
-    cpu0 = [(w.get("server_cpu0_busy"), p.get("server_cpu0_busy")) for w, p, _ in rows]
-    cpu0 = [(a, b) for a, b in cpu0 if a and b and a != b]
-    if cpu0:
-        over = sum(a > b for a, b in cpu0)
-        lines.append(f"{proto}: CPU 0 busier with {server} than with the peer in {over} of {len(cpu0)} "
-                     f"rounds (sign test p {shown_p(sign_test_p(over, len(cpu0)))})")
+    over_in("server_cpu0_busy", f"CPU 0 busier with {server} than with the peer")
     return lines
 
 
