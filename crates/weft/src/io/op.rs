@@ -28,7 +28,7 @@ use crate::ctx;
 use crate::error::Cancelled;
 use crate::fiber::core::FiberRef;
 use crate::fiber::current::{self as fiber, yield_now};
-use crate::fiber::park::{park, park_current, Parked};
+use crate::fiber::park::{park_current, park_unjudged, Parked};
 use crate::loom::{AtomicI32, AtomicU32, AtomicU8};
 
 use super::op_state as protocol;
@@ -150,8 +150,18 @@ impl Completion {
                 park_current(None);
                 continue;
             }
-            let why = match park(deadline) {
-                Parked::Woken => continue,
+            // The completion itself is what wakes the fiber nearly always: the clock is read
+            // only when the operation is not over yet.
+            let why = match park_unjudged(deadline) {
+                Parked::Woken => {
+                    if protocol::finished(protocol::load(&self.state)) {
+                        break;
+                    }
+                    match deadline {
+                        Some(d) if Instant::now() >= d => GaveUp::TimedOut,
+                        _ => continue,
+                    }
+                }
                 Parked::TimedOut => GaveUp::TimedOut,
                 Parked::Cancelled => GaveUp::Cancelled,
             };

@@ -107,6 +107,21 @@ pub(crate) fn current_unparker() -> Unparker {
 /// each one costs mispredicted returns on both sides of it (see `fiber::current::yield_now`).
 #[inline(always)]
 pub(crate) fn park(deadline: Option<Instant>) -> Parked {
+    park_judged(deadline, true)
+}
+
+/// [`park`] for a waiter that checks first whether what it waits for is done: a fiber that is
+/// resumed comes back [`Parked::Woken`] without the clock being read (only a thread still
+/// tells [`Parked::TimedOut`]), so the caller reads the clock only when its wait is not over
+/// (an I/O completion's waiter, woken by the completion nearly always: one clock reading a
+/// request less, `docs/notes/scale.md`).
+#[inline(always)]
+pub(crate) fn park_unjudged(deadline: Option<Instant>) -> Parked {
+    park_judged(deadline, false)
+}
+
+#[inline(always)]
+fn park_judged(deadline: Option<Instant>, judge_fiber: bool) -> Parked {
     // One thread-local read for the whole park: the fiber's record stays valid across the
     // switch even when it resumes on another thread.
     let me = current_fiber_ptr();
@@ -120,6 +135,9 @@ pub(crate) fn park(deadline: Option<Instant>) -> Parked {
         // SAFETY: `me` is still this fiber's own record, wherever it resumed.
         if unsafe { fiber_is_cancelled(me) } {
             return Parked::Cancelled;
+        }
+        if !judge_fiber {
+            return Parked::Woken;
         }
     } else {
         #[cfg(not(loom))]
