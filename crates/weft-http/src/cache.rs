@@ -32,7 +32,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use crate::root::{OpenError, Root};
 
@@ -174,8 +173,9 @@ pub struct FileCache {
     max_per_shard: usize,
     /// Files up to this size are kept in memory too.
     memory_max_bytes: u64,
-    /// The cache clock's origin (seconds are counted from here).
-    origin: Instant,
+    /// The cache clock's origin on the coarse monotonic clock (seconds are counted from
+    /// here).
+    origin_secs: u64,
     /// Opens made (tests count them).
     #[cfg(test)]
     opens: AtomicU64,
@@ -193,7 +193,7 @@ impl FileCache {
             hasher: RandomState::new(),
             max_per_shard: max_entries.div_ceil(SHARDS).max(1),
             memory_max_bytes,
-            origin: Instant::now(),
+            origin_secs: crate::coarse_clock::monotonic_secs(),
             #[cfg(test)]
             opens: AtomicU64::new(0),
             #[cfg(test)]
@@ -205,8 +205,10 @@ impl FileCache {
         &self.shards[self.hasher.hash_one(relative) as usize % SHARDS]
     }
 
+    /// Seconds since the cache was made, on the coarse monotonic clock (a tick behind at
+    /// most: the once-a-second check needs no more, `crate::coarse_clock`).
     fn now_secs(&self) -> u64 {
-        self.origin.elapsed().as_secs()
+        crate::coarse_clock::monotonic_secs().saturating_sub(self.origin_secs)
     }
 
     /// Looks `relative` up below `root`: from the cache when the entry was checked this

@@ -158,7 +158,8 @@ impl Conn<'_> {
         let max_buf_bytes = config.max_head_bytes + INITIAL_BUF_BYTES;
         let mut buf = vec![0u8; INITIAL_BUF_BYTES];
         let (mut start, mut end) = (0usize, 0usize);
-        // When the first byte of the request being read arrived.
+        // When the head being read was first found unfinished: read off the clock only then,
+        // not for every request (a complete head, the usual case, never needs it).
         let mut head_started: Option<Instant> = None;
         loop {
             // Answer every complete head in the buffer.
@@ -166,7 +167,10 @@ impl Conn<'_> {
                 let parsed = request::parse(&mut buf[start..end], &limits);
                 let (answered, used) = match parsed {
                     Ok(Parsed::Complete(req, used)) => (self.answer(&req)?, used),
-                    Ok(Parsed::Partial) => break,
+                    Ok(Parsed::Partial) => {
+                        head_started.get_or_insert_with(Instant::now);
+                        break;
+                    }
                     Err(e) => {
                         self.answer_head_error(e);
                         self.flush()?;
@@ -182,7 +186,7 @@ impl Conn<'_> {
                     self.flush()?;
                     let deadline = Instant::now() + config.header_timeout;
                     while discard > 0 {
-                        let n = self.read_until(&mut buf, deadline)?;
+                        let n = self.read_within(&mut buf, left_until(deadline))?;
                         if n == 0 {
                             return Ok(Ending::Close);
                         }
@@ -191,7 +195,7 @@ impl Conn<'_> {
                         (start, end) = (take, n);
                     }
                 }
-                head_started = (start < end).then(Instant::now);
+                head_started = None;
                 if !answered.keep_alive {
                     self.flush()?;
                     return Ok(if start < end || answered.linger {
@@ -218,15 +222,14 @@ impl Conn<'_> {
                 if self.answered > 0 {
                     self.ensure_nodelay();
                 }
-                let deadline = Instant::now() + config.keepalive_timeout;
-                match self.read_cancellable(&mut buf, deadline)? {
+                match self.read_cancellable(&mut buf, config.keepalive_timeout)? {
                     Got::Bytes(n) => n,
                     Got::TimedOut | Got::Closing => return Ok(Ending::Close),
                 }
             } else {
                 let started = *head_started.get_or_insert_with(Instant::now);
-                let deadline = started + config.header_timeout;
-                match self.read_cancellable(&mut buf[end..], deadline)? {
+                let left = left_until(started + config.header_timeout);
+                match self.read_cancellable(&mut buf[end..], left)? {
                     Got::Bytes(n) => n,
                     Got::TimedOut => {
                         self.answer_simple(408, false, None);
@@ -239,23 +242,21 @@ impl Conn<'_> {
             if n == 0 {
                 return Ok(Ending::Close);
             }
-            if end == 0 {
-                head_started = Some(Instant::now());
-            }
             end += n;
         }
     }
 
-    /// Reads more of a request (its first bytes, or the rest of a head), marked [`IDLE`]
-    /// meanwhile: nothing is owed to the client yet, so shutdown may cancel the read.
-    fn read_cancellable(&mut self, buf: &mut [u8], deadline: Instant) -> io::Result<Got> {
+    /// Reads more of a request (its first bytes, or the rest of a head) for at most `left`,
+    /// marked [`IDLE`] meanwhile: nothing is owed to the client yet, so shutdown may cancel
+    /// the read.
+    fn read_cancellable(&mut self, buf: &mut [u8], left: Duration) -> io::Result<Got> {
         self.state.store(IDLE, Ordering::SeqCst);
         // Pairs with shutdown's store of `draining` then scan for IDLE (both SeqCst): either
         // we see the flag here, or shutdown sees us idle and cancels the read below.
         if self.shared.draining.load(Ordering::SeqCst) {
             return Ok(Got::Closing);
         }
-        let got = self.read_until(buf, deadline);
+        let got = self.read_within(buf, left);
         if self
             .state
             .compare_exchange(IDLE, BUSY, Ordering::SeqCst, Ordering::SeqCst)
@@ -270,8 +271,10 @@ impl Conn<'_> {
         }
     }
 
-    fn read_until(&mut self, buf: &mut [u8], deadline: Instant) -> io::Result<usize> {
-        let left = deadline.saturating_duration_since(Instant::now());
+    /// Reads for at most `left` (a zero `left` is a deadline already passed). Takes a duration,
+    /// not a deadline: the wait between keep-alive requests, the usual read, then reads the
+    /// clock only where the runtime arms its timer (`docs/notes/scale.md`).
+    fn read_within(&mut self, buf: &mut [u8], left: Duration) -> io::Result<usize> {
         if left.is_zero() {
             return Err(io::Error::new(io::ErrorKind::TimedOut, "deadline passed"));
         }
@@ -385,7 +388,7 @@ impl Conn<'_> {
         let mut sink = [0u8; 4096];
         let mut discarded = 0;
         while discarded < LINGER_MAX_BYTES {
-            match self.read_until(&mut sink, deadline) {
+            match self.read_within(&mut sink, left_until(deadline)) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => discarded += n,
             }
@@ -720,6 +723,11 @@ fn status_of(e: OpenError, relative: &[u8]) -> u16 {
         eprintln!("weft http: /{}: {err}", String::from_utf8_lossy(relative));
     }
     e.status()
+}
+
+/// Time left until `deadline` (zero once it has passed).
+fn left_until(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
 }
 
 fn is_timeout(e: &io::Error) -> bool {

@@ -7,7 +7,7 @@
 //! under the same even sequence number.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 /// Length of an IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`.
 pub const DATE_BYTES: usize = 29;
@@ -42,12 +42,10 @@ impl DateCache {
         }
     }
 
-    /// The date for now.
+    /// The date for now (as of the kernel's last tick: the coarse clock, at most a tick
+    /// behind, costs a fraction of a precise reading, `crate::coarse_clock`).
     pub fn now(&self) -> [u8; DATE_BYTES] {
-        let secs = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        self.at(secs)
+        self.at(crate::coarse_clock::realtime_secs())
     }
 
     /// The date for `secs` since the epoch (formatted if the cache holds another second).

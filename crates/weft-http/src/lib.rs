@@ -30,6 +30,7 @@
 mod access_log;
 mod admission;
 mod cache;
+mod coarse_clock;
 mod conditional;
 mod config;
 mod conn;

@@ -4,6 +4,8 @@
 //! Invariant: a [`Request`] borrows from the buffer it was parsed from and is dropped before
 //! the buffer is read into again.
 
+use std::mem::MaybeUninit;
+
 /// The limits a request head must respect.
 #[derive(Debug, Clone, Copy)]
 pub struct HeadLimits {
@@ -152,17 +154,23 @@ pub fn parse<'b>(buf: &'b mut [u8], limits: &HeadLimits) -> Result<Parsed<'b>, H
         }
         _ => {}
     }
-    let mut stack_headers = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    // Left uninitialised: httparse writes the fields it finds and hands back only those (a
+    // 2 KiB array set to empty headers was a third of the connection loop's own time at wrk's
+    // keep-alive peak, `docs/notes/scale.md`).
+    let mut stack_headers =
+        [const { MaybeUninit::<httparse::Header<'b>>::uninit() }; STACK_HEADERS];
     let mut heap_headers = Vec::new();
-    let mut req =
-        httparse::Request::new(&mut stack_headers[..limits.max_header_lines.min(STACK_HEADERS)]);
-    let mut result = req.parse(buf);
+    let mut req = httparse::Request::new(&mut []);
+    let mut result = req.parse_with_uninit_headers(
+        buf,
+        &mut stack_headers[..limits.max_header_lines.min(STACK_HEADERS)],
+    );
     if result == Err(httparse::Error::TooManyHeaders) && limits.max_header_lines > STACK_HEADERS {
         // Every field line ends with a newline, so the buffer's count bounds the fields.
         let lines = buf.iter().filter(|&&b| b == b'\n').count();
-        heap_headers.resize(lines.min(limits.max_header_lines), httparse::EMPTY_HEADER);
-        req = httparse::Request::new(&mut heap_headers);
-        result = req.parse(buf);
+        heap_headers.resize_with(lines.min(limits.max_header_lines), MaybeUninit::uninit);
+        req = httparse::Request::new(&mut []);
+        result = req.parse_with_uninit_headers(buf, &mut heap_headers);
     }
     let status = match result {
         Ok(s) => s,
