@@ -193,7 +193,7 @@ impl FileCache {
             hasher: RandomState::new(),
             max_per_shard: max_entries.div_ceil(SHARDS).max(1),
             memory_max_bytes,
-            origin_secs: crate::coarse_clock::monotonic_secs(),
+            origin_secs: weft::coarse_clock::monotonic_secs(),
             #[cfg(test)]
             opens: AtomicU64::new(0),
             #[cfg(test)]
@@ -206,9 +206,9 @@ impl FileCache {
     }
 
     /// Seconds since the cache was made, on the coarse monotonic clock (a tick behind at
-    /// most: the once-a-second check needs no more, `crate::coarse_clock`).
+    /// most: the once-a-second check needs no more, `weft::coarse_clock`).
     fn now_secs(&self) -> u64 {
-        crate::coarse_clock::monotonic_secs().saturating_sub(self.origin_secs)
+        weft::coarse_clock::monotonic_secs().saturating_sub(self.origin_secs)
     }
 
     /// Looks `relative` up below `root`: from the cache when the entry was checked this

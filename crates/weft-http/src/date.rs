@@ -43,9 +43,9 @@ impl DateCache {
     }
 
     /// The date for now (as of the kernel's last tick: the coarse clock, at most a tick
-    /// behind, costs a fraction of a precise reading, `crate::coarse_clock`).
+    /// behind, costs a fraction of a precise reading, `weft::coarse_clock`).
     pub fn now(&self) -> [u8; DATE_BYTES] {
-        self.at(crate::coarse_clock::realtime_secs())
+        self.at(weft::coarse_clock::realtime_secs())
     }
 
     /// The date for `secs` since the epoch (formatted if the cache holds another second).

@@ -30,7 +30,6 @@
 mod access_log;
 mod admission;
 mod cache;
-mod coarse_clock;
 mod conditional;
 mod config;
 mod conn;

@@ -59,6 +59,7 @@
 //! the fiber propagates with `?`. Cancellation is sticky.
 
 mod blocking;
+pub mod coarse_clock;
 mod ctx;
 mod error;
 pub mod fiber;

@@ -35,14 +35,14 @@ impl Clock {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
         Clock {
-            started_ns: coarse_monotonic_ns(),
+            started_ns: weft::coarse_clock::monotonic_ns(),
             process_started_unix: unix - i64::from(START_OFFSET_SECS),
         }
     }
 
     /// memcached's `current_time`.
     pub fn now(&self) -> u32 {
-        let elapsed_ns = coarse_monotonic_ns().saturating_sub(self.started_ns);
+        let elapsed_ns = weft::coarse_clock::monotonic_ns().saturating_sub(self.started_ns);
         START_OFFSET_SECS + (elapsed_ns / 1_000_000_000) as u32
     }
 
@@ -85,18 +85,6 @@ impl Clock {
         }
         (exptime + i64::from(now)) as u32
     }
-}
-
-/// `CLOCK_MONOTONIC_COARSE` in ns: the time of the last kernel tick, read without the TSC.
-fn coarse_monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes only the timespec it is given, which lives through the
-    // call; CLOCK_MONOTONIC_COARSE exists on every Linux since 2.6.32, so it cannot fail.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
-//! Whole seconds from the kernel's coarse clocks (`CLOCK_REALTIME_COARSE`,
-//! `CLOCK_MONOTONIC_COARSE`): the time of the last tick, read from the vDSO without reading the
-//! time-stamp counter. For the figures a request needs only to the second (the `Date` header,
-//! the open-file cache's once-a-second check of a path): each request used to read the precise
-//! clocks for them, about 50 ns a reading at wrk's keep-alive peak here
+//! The kernel's coarse clocks (`CLOCK_REALTIME_COARSE`, `CLOCK_MONOTONIC_COARSE`): the time of
+//! the last tick, read from the vDSO without reading the time-stamp counter. For figures that
+//! need whole seconds only: the cache's item clock (`weft-cache`'s `store::clock`), the HTTP
+//! server's `Date` header and its open-file cache's once-a-second check. A precise reading costs
+//! about 50 ns here, several a request when a server reads one per figure
 //! (`docs/notes/scale.md`).
 //!
 //! Invariant: a coarse reading is at most one tick (1–10 ms) behind the precise clock of the
@@ -10,15 +10,21 @@
 
 /// Seconds since the epoch, as of the last tick.
 pub fn realtime_secs() -> u64 {
-    secs(libc::CLOCK_REALTIME_COARSE)
+    read(libc::CLOCK_REALTIME_COARSE).tv_sec as u64
 }
 
 /// Seconds on the monotonic clock (since an unspecified start), as of the last tick.
 pub fn monotonic_secs() -> u64 {
-    secs(libc::CLOCK_MONOTONIC_COARSE)
+    read(libc::CLOCK_MONOTONIC_COARSE).tv_sec as u64
 }
 
-fn secs(clock: libc::clockid_t) -> u64 {
+/// Nanoseconds on the monotonic clock (since an unspecified start), as of the last tick.
+pub fn monotonic_ns() -> u64 {
+    let ts = read(libc::CLOCK_MONOTONIC_COARSE);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn read(clock: libc::clockid_t) -> libc::timespec {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -26,7 +32,7 @@ fn secs(clock: libc::clockid_t) -> u64 {
     // SAFETY: `ts` is a valid, writable timespec; both clock ids exist on every Linux since
     // 2.6.32, so the call cannot fail (a failure would leave 0, a time in the past).
     unsafe { libc::clock_gettime(clock, &mut ts) };
-    u64::try_from(ts.tv_sec).unwrap_or(0)
+    ts
 }
 
 #[cfg(test)]
