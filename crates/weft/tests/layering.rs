@@ -15,7 +15,10 @@ use std::path::{Path, PathBuf};
 /// except that two modules of the same layer may not name each other.
 const LAYERS: &[(&str, &[&str])] = &[
     ("leaf: the loom shim", &["loom"]),
-    ("leaf: utilities", &["poison", "error", "hint"]),
+    (
+        "leaf: utilities",
+        &["poison", "error", "hint", "coarse_clock"],
+    ),
     ("per-thread context", &["ctx"]),
     ("fiber record, stacks, park", &["fiber"]),
     ("I/O driver and operations", &["io"]),
