@@ -7,7 +7,8 @@
 #
 # Each round runs both servers once, the first one alternating by round. Prints one line per
 # run (req/s, wrk's p99, the server's busy share), then weft's req/s over nginx's and nginx's
-# CPU a request (busy over req/s) over weft's, each paired by round, as min–median–max.
+# CPU a request (busy over req/s) over weft's, each paired by round, as min–median–max
+# (benches/keepalive_summary.py, which also pools records: keepalive_summary.py RECORD...).
 #
 # Usage: benches/http_keepalive.sh [ROUNDS]   (default 4)
 # Environment: WEFT (the weft binary; default target/release/weft), SECONDS_PER_RUN (5),
@@ -75,17 +76,4 @@ for r in $(seq "$rounds"); do
         lines+=("$line")
     done
 done
-printf '%s\n' "${lines[@]}" | python3 -c '
-import statistics, sys
-rps, cpu = {}, {}
-for line in sys.stdin:
-    w = line.split()
-    rps[(w[3], int(w[1]))] = float(w[5])
-    cpu[(w[3], int(w[1]))] = float(w[9]) / float(w[5])
-r = sorted(rps[("weft", n)] / rps[("nginx", n)] for (s, n) in rps if s == "weft")
-print(f"weft / nginx req/s {r[0]:.2f}-{statistics.median(r):.2f}-{r[-1]:.2f} over {len(r)} rounds")
-# A server under 1.0 busy was not the bottleneck (wrk was): its req/s understates it. Its CPU
-# a request does not, so nginx over weft by that is printed too.
-c = sorted(cpu[("nginx", n)] / cpu[("weft", n)] for (s, n) in cpu if s == "weft")
-print(f"nginx / weft CPU a request {c[0]:.2f}-{statistics.median(c):.2f}-{c[-1]:.2f} over {len(c)} rounds")
-'
+printf '%s\n' "${lines[@]}" | python3 benches/keepalive_summary.py
