@@ -6,7 +6,7 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use weft_testkit::{run_bench_script, ScriptRun};
+use weft_testkit::{bench_script_json, run_bench_script, scratch_dir, ScriptRun};
 
 /// One invocation as `weft bench memcached --server-cpu-pct 40` prints it; `host` is the
 /// round trip and system call in ns, or none (a record from before the host line).
@@ -43,9 +43,7 @@ fn invocation(host: Option<(u32, u32)>, weft: f64, memcached: f64) -> String {
 }
 
 fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("weft-item4-hosts-{}-{test}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temporary directory");
-    dir
+    scratch_dir("weft-item4-hosts", test)
 }
 
 fn write(dir: &Path, name: &str, invocations: &[String]) -> PathBuf {
@@ -61,11 +59,8 @@ fn run(args: &[&OsStr]) -> Option<ScriptRun> {
 }
 
 fn json(args: &[&OsStr]) -> Option<serde_json::Value> {
-    let mut with = args.to_vec();
-    with.push(OsStr::new("--json"));
-    let out = run(&with)?;
-    assert_eq!(out.code, 0, "item4_hosts.py failed: {}", out.stderr);
-    Some(serde_json::from_str(&out.stdout).expect("item4_hosts.py --json prints JSON"))
+    let out = bench_script_json("python3", "item4_hosts.py", args)?;
+    Some(serde_json::from_str(&out).expect("item4_hosts.py --json prints JSON"))
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use weft_testkit::{run_bench_script, ScriptRun};
+use weft_testkit::{bench_script_json, run_bench_script, scratch_dir, ScriptRun};
 
 /// One run line as http_keepalive.sh prints it.
 fn run_line(round: u32, server: &str, rps: f64, busy: f64) -> String {
@@ -13,12 +13,7 @@ fn run_line(round: u32, server: &str, rps: f64, busy: f64) -> String {
 }
 
 fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "weft-keepalive-summary-{}-{test}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("temporary directory");
-    dir
+    scratch_dir("weft-keepalive-summary", test)
 }
 
 fn write(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
@@ -37,11 +32,8 @@ fn run(args: &[&OsStr]) -> Option<ScriptRun> {
 }
 
 fn json(args: &[&OsStr]) -> Option<serde_json::Value> {
-    let mut with = args.to_vec();
-    with.push(OsStr::new("--json"));
-    let out = run(&with)?;
-    assert_eq!(out.code, 0, "keepalive_summary.py failed: {}", out.stderr);
-    Some(serde_json::from_str(&out.stdout).expect("keepalive_summary.py --json prints JSON"))
+    let out = bench_script_json("python3", "keepalive_summary.py", args)?;
+    Some(serde_json::from_str(&out).expect("keepalive_summary.py --json prints JSON"))
 }
 
 fn close(value: &serde_json::Value, expected: f64) -> bool {

@@ -6,17 +6,10 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use weft_testkit::run_bench_script;
+use weft_testkit::{run_bench_script, scratch_dir};
 
-/// A directory of this test's own, emptied first.
 fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "weft-scale-idle-poll-{}-{test}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("make a scratch directory");
-    dir
+    scratch_dir("weft-scale-idle-poll", test)
 }
 
 /// Runs scale.sh with `HALT_POLL_NS=200000`, the cpuidle driver file of `dir` saying

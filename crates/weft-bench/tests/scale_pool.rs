@@ -8,7 +8,7 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use weft_testkit::{run_bench_script, ScriptRun};
+use weft_testkit::{run_bench_script, scratch_dir, ScriptRun};
 
 /// One record row, in the fields scale_pool.py reads.
 fn row(server: &str, offered: u32, actual: u32, p99_us: u32, busy: f64) -> String {
@@ -50,9 +50,7 @@ fn significance(record: &Path) -> Option<String> {
 }
 
 fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("weft-scale-pool-{}-{test}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temporary directory");
-    dir
+    scratch_dir("weft-scale-pool", test)
 }
 
 #[test]

@@ -6,12 +6,10 @@
 use std::ffi::OsStr;
 use std::path::PathBuf;
 
-use weft_testkit::run_bench_script;
+use weft_testkit::{run_bench_script, scratch_dir};
 
 fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("weft-stalls-{}-{test}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temporary directory");
-    dir
+    scratch_dir("weft-stalls", test)
 }
 
 /// A request every 50 µs over one second from a window opened at CLOCK_MONOTONIC 1 s; a

@@ -28,4 +28,6 @@ pub use peers::{
 pub use process::{
     descriptor_table_size, is_root, settle_count, status_kib, threads_named, wait_exit, ChildGuard,
 };
-pub use scripts::{bench_script, run_bench_functions, run_bench_script, ScriptRun};
+pub use scripts::{
+    bench_script, bench_script_json, run_bench_functions, run_bench_script, scratch_dir, ScriptRun,
+};

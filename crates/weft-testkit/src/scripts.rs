@@ -16,6 +16,16 @@ pub struct ScriptRun {
     pub stderr: String,
 }
 
+/// A directory of one test's own under the system's temporary directory, named after the
+/// suite (`prefix`), this process and the test, emptied first so that a rerun starts clean.
+pub fn scratch_dir(prefix: &str, test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("make the scratch directory {}: {e}", dir.display()));
+    dir
+}
+
 /// The workspace's `benches/<name>`.
 pub fn bench_script(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -44,6 +54,17 @@ pub fn run_bench_script(
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     })
+}
+
+/// Runs `benches/<name>` as [`run_bench_script`] does, with `--json` after `args`, requires it
+/// to exit 0 (a failure shows what it wrote to stderr) and returns what it printed, the JSON
+/// document for the caller to parse; `None` when the interpreter is missing.
+pub fn bench_script_json(interpreter: &str, name: &str, args: &[&OsStr]) -> Option<String> {
+    let mut with = args.to_vec();
+    with.push(OsStr::new("--json"));
+    let out = run_bench_script(interpreter, name, &with, &[])?;
+    assert_eq!(out.code, 0, "benches/{name} --json failed: {}", out.stderr);
+    Some(out.stdout)
 }
 
 /// The lines printed by bash running `program` after `preamble` and the shell functions
