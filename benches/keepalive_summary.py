@@ -47,8 +47,8 @@ def rounds(lines, name):
         if not m:
             raise Unreadable(f"{name}:{number}: not a run line: {line.rstrip()!r}")
         r, server, rps, busy = int(m.group(1)), m.group(2), float(m.group(3)), float(m.group(5))
-        if rps <= 0:
-            raise Unreadable(f"{name}:{number}: req/s is not positive")
+        if rps <= 0 or busy <= 0:
+            raise Unreadable(f"{name}:{number}: req/s and busy must be positive")
         if server in found.setdefault(r, {}):
             raise Unreadable(f"{name}:{number}: round {r} has {server} twice")
         found[r][server] = (rps, busy)
@@ -65,8 +65,7 @@ def pairs(found):
     out = []
     for r in sorted(found):
         (w_rps, w_busy), (n_rps, n_busy) = found[r]["weft"], found[r]["nginx"]
-        cpu = (n_busy / n_rps) / (w_busy / w_rps) if w_busy > 0 else float("inf")
-        out.append((w_rps / n_rps, cpu))
+        out.append((w_rps / n_rps, (n_busy / n_rps) / (w_busy / w_rps)))
     return out
 
 

@@ -137,6 +137,24 @@ fn a_record_it_cannot_pair_is_a_clear_error() {
         out.stderr
     );
 
+    // A server with no CPU ticks over its run has no CPU a request to compare.
+    let idle = write(
+        &dir,
+        "idle.txt",
+        &[
+            run_line(1, "weft", 100_000.0, 0.0),
+            run_line(1, "nginx", 100_000.0, 1.0),
+        ],
+    );
+    let out = run(&[idle.as_os_str()]).expect("python3 ran above");
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .contains("idle.txt:2: req/s and busy must be positive"),
+        "{}",
+        out.stderr
+    );
+
     let out = run(&[OsStr::new("/nonexistent/keepalive.txt")]).expect("python3 ran above");
     assert_eq!(out.code, 1);
     assert!(
