@@ -26,6 +26,18 @@ fn write(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
     path
 }
 
+/// A record of one round: weft's and nginx's (req/s, busy).
+fn one_round(dir: &Path, name: &str, weft: (f64, f64), nginx: (f64, f64)) -> PathBuf {
+    write(
+        dir,
+        name,
+        &[
+            run_line(1, "weft", weft.0, weft.1),
+            run_line(1, "nginx", nginx.0, nginx.1),
+        ],
+    )
+}
+
 /// keepalive_summary.py on `args`; `None` without python3 (a failure under `CI=true`).
 fn run(args: &[&OsStr]) -> Option<ScriptRun> {
     run_bench_script("python3", "keepalive_summary.py", args, &[])
@@ -56,14 +68,7 @@ fn rounds_are_paired_within_a_record_and_records_are_pooled() {
         ],
     );
     // One round, 1.5x: the pooled median over three rounds is the first record's 1.2.
-    let second = write(
-        &dir,
-        "second.txt",
-        &[
-            run_line(1, "nginx", 80_000.0, 1.0),
-            run_line(1, "weft", 120_000.0, 1.0),
-        ],
-    );
+    let second = one_round(&dir, "second.txt", (120_000.0, 1.0), (80_000.0, 1.0));
     let Some(out) = json(&[first.as_os_str(), second.as_os_str()]) else {
         return;
     };
@@ -93,14 +98,7 @@ fn rounds_are_paired_within_a_record_and_records_are_pooled() {
 #[test]
 fn one_record_prints_the_two_lines_the_script_prints() {
     let dir = scratch("one");
-    let record = write(
-        &dir,
-        "one.txt",
-        &[
-            run_line(1, "weft", 110_000.0, 1.0),
-            run_line(1, "nginx", 100_000.0, 1.0),
-        ],
-    );
+    let record = one_round(&dir, "one.txt", (110_000.0, 1.0), (100_000.0, 1.0));
     let Some(out) = run(&[record.as_os_str()]) else {
         return;
     };
@@ -113,55 +111,35 @@ fn one_record_prints_the_two_lines_the_script_prints() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// Runs the script on `record` and requires it to refuse with `message` on stderr.
+fn refused(record: &OsStr, message: &str) {
+    let Some(out) = run(&[record]) else {
+        return;
+    };
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(out.stderr.contains(message), "{}", out.stderr);
+}
+
 #[test]
 fn a_record_it_cannot_pair_is_a_clear_error() {
     let dir = scratch("errors");
     let lone = write(&dir, "lone.txt", &[run_line(3, "weft", 100_000.0, 1.0)]);
-    let Some(out) = run(&[lone.as_os_str()]) else {
-        return;
-    };
-    assert_eq!(out.code, 1);
-    assert!(
-        out.stderr.contains("round 3 has only weft"),
-        "{}",
-        out.stderr
-    );
+    refused(lone.as_os_str(), "round 3 has only weft");
 
     let garbled = dir.join("garbled.txt");
     std::fs::write(&garbled, "round 1 server weft req/s lots\n").expect("write");
-    let out = run(&[garbled.as_os_str()]).expect("python3 ran above");
-    assert_eq!(out.code, 1);
-    assert!(
-        out.stderr.contains("garbled.txt:1: not a run line"),
-        "{}",
-        out.stderr
-    );
+    refused(garbled.as_os_str(), "garbled.txt:1: not a run line");
 
     // A server with no CPU ticks over its run has no CPU a request to compare.
-    let idle = write(
-        &dir,
-        "idle.txt",
-        &[
-            run_line(1, "weft", 100_000.0, 0.0),
-            run_line(1, "nginx", 100_000.0, 1.0),
-        ],
-    );
-    let out = run(&[idle.as_os_str()]).expect("python3 ran above");
-    assert_eq!(out.code, 1);
-    assert!(
-        out.stderr
-            .contains("idle.txt:2: req/s and busy must be positive"),
-        "{}",
-        out.stderr
+    let idle = one_round(&dir, "idle.txt", (100_000.0, 0.0), (100_000.0, 1.0));
+    refused(
+        idle.as_os_str(),
+        "idle.txt:2: req/s and busy must be positive",
     );
 
-    let out = run(&[OsStr::new("/nonexistent/keepalive.txt")]).expect("python3 ran above");
-    assert_eq!(out.code, 1);
-    assert!(
-        out.stderr
-            .contains("cannot read /nonexistent/keepalive.txt"),
-        "{}",
-        out.stderr
+    refused(
+        OsStr::new("/nonexistent/keepalive.txt"),
+        "cannot read /nonexistent/keepalive.txt",
     );
     std::fs::remove_dir_all(dir).ok();
 }
