@@ -355,3 +355,70 @@ fn yielders(processors: usize) -> YieldRun {
         median_gaps,
     }
 }
+
+/// Fibers made runnable first run first, whichever queue holds them: new fibers (in the
+/// policy's queue) queued before some wake-ups (in the home queue) all run before those
+/// wake-ups, under every policy. Each starter wakes a parked waiter as it runs; taking turns
+/// between the two queues (the order before) ran each waiter right after its starter, ahead
+/// of the starters queued before it: the first requests of a burst of new connections waited
+/// behind the next requests of the connections served just before them.
+#[test]
+fn new_fibers_queued_before_wake_ups_run_first_under_every_policy() {
+    const FIBERS: usize = 20;
+    let _turn = one_at_a_time();
+    let mut failures = Vec::new();
+    for policy in weft::sched::POLICIES {
+        let cluster = Cluster::builder()
+            .name(format!("order-{}", policy.name))
+            .processors(1)
+            .scheduler(policy.name)
+            .build()
+            .unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let log2 = log.clone();
+        cluster
+            .spawn(move || {
+                let sems: Vec<_> = (0..FIBERS).map(|_| Arc::new(Semaphore::new(0))).collect();
+                let waiters: Vec<_> = sems
+                    .iter()
+                    .enumerate()
+                    .map(|(i, sem)| {
+                        let (sem, log) = (sem.clone(), log2.clone());
+                        weft::spawn(move || {
+                            sem.acquire().unwrap();
+                            log.lock().unwrap().push(format!("wake {i}"));
+                        })
+                    })
+                    .collect();
+                // Every waiter runs and parks on its semaphore meanwhile.
+                weft::sleep(std::time::Duration::from_millis(20)).unwrap();
+                let starters: Vec<_> = sems
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, sem)| {
+                        let log = log2.clone();
+                        weft::spawn(move || {
+                            sem.release();
+                            log.lock().unwrap().push(format!("new {i}"));
+                        })
+                    })
+                    .collect();
+                for f in starters.into_iter().chain(waiters) {
+                    f.join().unwrap();
+                }
+            })
+            .join()
+            .unwrap();
+        cluster.shutdown();
+        let log = log.lock().unwrap();
+        let last_new = log.iter().rposition(|e| e.starts_with("new"));
+        let first_wake = log.iter().position(|e| e.starts_with("wake"));
+        if last_new.is_none() || first_wake.is_none() || last_new > first_wake {
+            failures.push(format!("{}: {log:?}", policy.name));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "wake-ups ran before older new fibers: {failures:#?}"
+    );
+}

@@ -183,6 +183,11 @@ pub(crate) struct Fiber {
     /// Which processor queued the current `Task` (index + 1, in the top 16 bits; 0: not a
     /// processor of its cluster) and that processor's round then (the low 48 bits).
     pub(crate) queued_round: AtomicU64,
+    /// The round stamp (as `queued_round`) by which the processor holding the current `Task`
+    /// orders it against its other queue (`runtime::processor`, `next_task`): when it became
+    /// runnable there, or for a fiber spawned there, when its spawner did. Always written,
+    /// by whoever queues the Task (0 from outside the cluster's processors).
+    pub(crate) ready_round: AtomicU64,
 }
 
 // SAFETY: the fields that are not thread-safe (`cluster`, `coroutine`, `yielder`, `locals`,

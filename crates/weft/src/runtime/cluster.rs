@@ -68,8 +68,10 @@ impl ClusterShared {
 
     /// Queues work from outside the cluster's processors.
     pub(crate) fn push_remote(&self, task: Task) {
+        // Not queued by one of this cluster's processors: no round to count from (the one
+        // that takes it orders it by the round it takes it in, `Processor::next_task`).
+        task.0.ready_round.store(0, Ordering::Relaxed);
         if self.stats.is_some() {
-            // Not queued by one of this cluster's processors: no round to count from.
             task.0.queued_round.store(0, Ordering::Relaxed);
             task.0
                 .queued_ns
@@ -82,8 +84,9 @@ impl ClusterShared {
     /// Queues a started fiber bound to processor `home` from any thread but that processor's,
     /// and wakes it if it sleeps.
     pub(crate) fn push_home(&self, home: usize, task: Task) {
+        // Ordered by the round its processor takes it from the inbox in
+        // (`HomeQueue::take_inbox`); counted from the ns clock only.
         if self.stats.is_some() {
-            // Counted from the ns clock only: rounds are of the processor that queued it.
             task.0.queued_round.store(0, Ordering::Relaxed);
             task.0
                 .queued_ns

@@ -12,11 +12,15 @@
 //! Order inside a home queue: a LIFO slot (the fiber woken last runs next, at most
 //! [`LIFO_RUNS_MAX`] times in a row, as in work-stealing) in front of a FIFO; yielded fibers in
 //! their own FIFO, served where the cluster's yield queue is. Fibers whose timers come due at
-//! the same check skip the slot (`HomeQueue::lifo_to_back`) and run in deadline order. The
-//! processor alternates between its home queue and the policy when both have work, and gives every
-//! `OLDEST_CHECK_INTERVAL`-th round to the policy's oldest task, so both keep the
-//! bounded-unfairness invariant (`sched::wait_rounds_bound`): a task in the home FIFO moves up
-//! at least once every `2 * (LIFO_RUNS_MAX + 1)` rounds.
+//! the same check skip the slot (`HomeQueue::lifo_to_back`) and run in deadline order. When
+//! both this queue and the policy have work, the processor serves the one whose waiting task
+//! was queued first (each task carries the round it was queued in, `HomeQueue::oldest_stamp`
+//! and the processor's held policy task), so a burst of new fibers and the wake-ups that
+//! follow it run in the order they became runnable; and it gives every
+//! `OLDEST_CHECK_INTERVAL`-th round to the policy's oldest task. Both keep the
+//! bounded-unfairness invariant (`sched::wait_rounds_bound`): a task waits only for tasks
+//! queued before it, the LIFO slot's runs (at most `LIFO_RUNS_MAX` in a row) and the rounds
+//! the yield and oldest checks take.
 //!
 //! The inbox is a lock-free ring of 256 slots reserved by one compare-and-swap of a word that
 //! also carries the owner's sleep flag, with a locked overflow behind it (protocol on
@@ -275,8 +279,6 @@ pub(crate) struct HomeQueue {
     fifo: VecDeque<Task>,
     /// Fibers that called `yield_now`, oldest first.
     yielded: VecDeque<Task>,
-    /// Whose turn it is when both this queue and the policy have work.
-    home_turn: bool,
     /// The inbox's word when nothing waits in it (see [`HomeInbox::take_into`]).
     inbox_quiet: usize,
 }
@@ -306,10 +308,17 @@ impl HomeQueue {
         self.yielded.pop_front()
     }
 
-    /// Takes what other threads queued for this processor.
+    /// Takes what other threads queued for this processor, stamping each as queued now
+    /// (`stamp`: the processor's round stamp, see [`HomeQueue::oldest_stamp`]).
     #[inline]
-    pub(crate) fn take_inbox(&mut self, inbox: &HomeInbox) {
+    pub(crate) fn take_inbox(&mut self, inbox: &HomeInbox, stamp: u64) {
+        let before = self.fifo.len();
         inbox.take_into(&mut self.inbox_quiet, &mut self.fifo);
+        if self.fifo.len() > before {
+            for task in self.fifo.range(before..) {
+                task.0.ready_round.store(stamp, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Whether a runnable fiber waits here (yielded ones included); the inbox is apart.
@@ -346,11 +355,15 @@ impl HomeQueue {
         self.lifo.take()
     }
 
-    /// Flips whose turn it is; `true`: this queue's.
+    /// The round stamp of the task that has waited here longest (the FIFO's head, else the
+    /// LIFO slot's): every task is stamped by this processor as it is queued here (its own
+    /// pushes, and [`HomeQueue::take_inbox`]), so stamps compare by the processor's rounds.
     #[inline]
-    pub(crate) fn take_turn(&mut self) -> bool {
-        self.home_turn = !self.home_turn;
-        self.home_turn
+    pub(crate) fn oldest_stamp(&self) -> Option<u64> {
+        self.fifo
+            .front()
+            .or(self.lifo.as_ref())
+            .map(|task| task.0.ready_round.load(Ordering::Relaxed))
     }
 }
 

@@ -80,12 +80,27 @@ pub(crate) struct Processor {
     /// When this processor last looked at its driver (`sched_stats` clock), while statistics
     /// are on.
     last_reap_ns: Cell<u64>,
+    /// The policy's next task, taken out to be compared with the home queue's oldest and
+    /// run when it is the older (see [`Processor::next_task`]); at most one, and only while
+    /// the home queue had work when it was taken.
+    held: Cell<Option<Held>>,
     /// How long it polls its driver before sleeping (`idle_poll`).
     idle_poll: RefCell<IdlePoll>,
     /// When the current idle period began (`sched_stats` clock): the start of its poll, or
     /// of its sleep.
     idle_since_ns: Cell<u64>,
 }
+
+/// A task taken from the policy, with the round stamp it is compared by: its own when this
+/// processor queued it, else the round it was taken in (a stolen or remotely queued task's
+/// stamp counts another processor's rounds, or none).
+struct Held {
+    task: Task,
+    stamp: u64,
+}
+
+/// Round stamps keep the round in their low bits and the processor (index + 1) above them.
+const ROUND_BITS: u32 = 48;
 
 /// The processor running on this thread, or null (the context's processor slot, which only
 /// [`Processor::run`] sets). Never inlined: see the module invariants.
@@ -148,6 +163,7 @@ impl Processor {
             last_reap_ns: Cell::new(0),
             idle_poll: RefCell::new(idle_poll),
             idle_since_ns: Cell::new(0),
+            held: Cell::new(None),
         };
         ctx::set_processor(
             ptr::addr_of!(processor).cast(),
@@ -262,25 +278,61 @@ impl Processor {
 
     fn next_task(&self, tick: u64) -> Option<Task> {
         let mut home = self.home.borrow_mut();
-        home.take_inbox(&self.cluster.inboxes[self.index]);
+        home.take_inbox(&self.cluster.inboxes[self.index], self.round_stamp(tick));
         if tick % YIELD_CHECK_INTERVAL == 0 {
             if let Some(task) = self.pop_yielded(&mut home) {
                 return Some(task);
             }
         }
         let mut local = self.local.borrow_mut();
-        // Every few rounds the policy's oldest task goes first, whatever its order; otherwise
-        // the home queue and the policy take turns while both have work: the bounded-unfairness
-        // invariant (`sched::wait_rounds_bound`, `home` module docs).
+        let held = self.held.take();
+        // Every few rounds the policy's oldest task goes first, whatever its order; otherwise,
+        // while both the home queue and the policy have work, the one whose waiting task was
+        // queued first: the bounded-unfairness invariant (`sched::wait_rounds_bound`, `home`
+        // module docs). The policy's next task is taken out to be compared and kept until it
+        // is the older.
         let task = if tick % OLDEST_CHECK_INTERVAL == 0 {
-            local.pop_oldest(tick).or_else(|| home.pop_oldest())
-        } else if home.has_runnable() && home.take_turn() {
-            home.pop().or_else(|| local.pop(tick))
+            let oldest = local.pop_oldest(tick);
+            if oldest.is_some() {
+                self.held.set(held);
+                oldest
+            } else {
+                held.map(|h| h.task).or_else(|| home.pop_oldest())
+            }
+        } else if home.has_runnable() {
+            // The home queue's oldest is read only when the policy has a task to compare.
+            match held.or_else(|| local.pop(tick).map(|task| self.hold(task, tick))) {
+                Some(h) if home.oldest_stamp().is_none_or(|oldest| h.stamp <= oldest) => {
+                    Some(h.task)
+                }
+                other => {
+                    self.held.set(other);
+                    home.pop()
+                }
+            }
         } else {
-            local.pop(tick).or_else(|| home.pop())
+            held.map(|h| h.task).or_else(|| local.pop(tick))
         };
         drop(local);
         task.or_else(|| self.pop_yielded(&mut home))
+    }
+
+    /// This processor's round stamp for round `tick` (see [`ROUND_BITS`]).
+    #[inline]
+    fn round_stamp(&self, tick: u64) -> u64 {
+        ((self.index as u64 + 1) << ROUND_BITS) | (tick & ((1 << ROUND_BITS) - 1))
+    }
+
+    /// `task`, taken from the policy in round `tick`, with the stamp it is compared by.
+    #[inline]
+    fn hold(&self, task: Task, tick: u64) -> Held {
+        let queued = task.0.ready_round.load(Ordering::Relaxed);
+        let stamp = if queued >> ROUND_BITS == self.index as u64 + 1 {
+            queued
+        } else {
+            self.round_stamp(tick)
+        };
+        Held { task, stamp }
     }
 
     /// Steals for a while; returns a task, or `None` when it is time to sleep.
@@ -408,11 +460,14 @@ impl Processor {
         self.cluster.stats.as_ref().map(|s| &s[self.index])
     }
 
-    /// Notes that a task is being queued here, for the wait statistics.
+    /// Notes that a task is being queued here: its round stamp, by which `next_task` orders
+    /// the home queue and the policy, and (while statistics are on) the time, for the wait
+    /// statistics.
     #[inline]
     fn stamp(&self, task: &Task) {
+        let round = self.round_stamp(self.tick.get());
+        task.0.ready_round.store(round, Ordering::Relaxed);
         if self.stats().is_some() {
-            let round = ((self.index as u64 + 1) << 48) | (self.tick.get() & ((1 << 48) - 1));
             task.0.queued_round.store(round, Ordering::Relaxed);
             task.0
                 .queued_ns
@@ -437,8 +492,12 @@ impl Processor {
         let started_ns = self.stats().map(|stats| {
             let now = sched_stats::now_ns();
             let round = fiber.queued_round.load(Ordering::Relaxed);
-            let rounds = (round >> 48 == self.index as u64 + 1)
-                .then(|| self.tick.get().wrapping_sub(round & ((1 << 48) - 1)) & ((1 << 48) - 1));
+            let rounds = (round >> ROUND_BITS == self.index as u64 + 1).then(|| {
+                self.tick
+                    .get()
+                    .wrapping_sub(round & ((1 << ROUND_BITS) - 1))
+                    & ((1 << ROUND_BITS) - 1)
+            });
             let queued = fiber.queued_ns.load(Ordering::Relaxed);
             stats.record_wait(rounds, now.saturating_sub(queued));
             now
@@ -517,9 +576,20 @@ impl Processor {
         self.home.borrow_mut().push(task);
     }
 
-    /// Queues a task made runnable on this processor.
+    /// Queues a task made runnable on this processor. A spawned fiber is stamped as queued
+    /// when its spawner was (so the connections an accept fiber takes in one turn are as old
+    /// as the readiness that woke it, not younger than the wake-ups queued while it ran),
+    /// when the spawner was queued here; any other task as queued now.
     pub(crate) fn push_local(&self, task: Task, origin: Origin) {
         self.stamp(&task);
+        if origin == Origin::Spawn {
+            let spawner = crate::fiber::current::with_current(|f| {
+                f.map_or(0, |f| f.ready_round.load(Ordering::Relaxed))
+            });
+            if spawner >> ROUND_BITS == self.index as u64 + 1 {
+                task.0.ready_round.store(spawner, Ordering::Relaxed);
+            }
+        }
         self.local.borrow_mut().push(task, origin);
         self.cluster.notify_local_work();
     }

@@ -221,6 +221,7 @@ impl Builder {
             stack_size,
             queued_ns: AtomicU64::new(0),
             queued_round: AtomicU64::new(0),
+            ready_round: AtomicU64::new(0),
         });
         let handle = JoinHandle {
             packet,
