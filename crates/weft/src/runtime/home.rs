@@ -13,14 +13,16 @@
 //! [`LIFO_RUNS_MAX`] times in a row, as in work-stealing) in front of a FIFO; yielded fibers in
 //! their own FIFO, served where the cluster's yield queue is. Fibers whose timers come due at
 //! the same check skip the slot (`HomeQueue::lifo_to_back`) and run in deadline order. When
-//! both this queue and the policy have work, the processor serves the one whose waiting task
-//! was queued first (each task carries the round it was queued in, `HomeQueue::oldest_stamp`
-//! and the processor's held policy task), so a burst of new fibers and the wake-ups that
-//! follow it run in the order they became runnable; and it gives every
+//! both this queue and the policy have work, the processor runs the policy's next task when it
+//! was queued before this queue's oldest (each task carries the round it was queued in,
+//! `HomeQueue::oldest_stamp` and the processor's held policy task), so a burst of new fibers
+//! runs ahead of the wake-ups queued after it; when it is the younger, the two queues take
+//! turns (a policy whose own order is LIFO says little by its next task about how long its
+//! others have waited, and keeps half the rounds); and it gives every
 //! `OLDEST_CHECK_INTERVAL`-th round to the policy's oldest task. Both keep the
-//! bounded-unfairness invariant (`sched::wait_rounds_bound`): a task waits only for tasks
-//! queued before it, the LIFO slot's runs (at most `LIFO_RUNS_MAX` in a row) and the rounds
-//! the yield and oldest checks take.
+//! bounded-unfairness invariant (`sched::wait_rounds_bound`): a task in the home FIFO waits
+//! for the policy's tasks queued before it, and otherwise moves up at least once every
+//! `2 * (LIFO_RUNS_MAX + 1)` rounds.
 //!
 //! The inbox is a lock-free ring of 256 slots reserved by one compare-and-swap of a word that
 //! also carries the owner's sleep flag, with a locked overflow behind it (protocol on
@@ -279,6 +281,9 @@ pub(crate) struct HomeQueue {
     fifo: VecDeque<Task>,
     /// Fibers that called `yield_now`, oldest first.
     yielded: VecDeque<Task>,
+    /// Whose turn it is when both this queue and the policy have work and the policy's next
+    /// task is the younger (see the module docs).
+    home_turn: bool,
     /// The inbox's word when nothing waits in it (see [`HomeInbox::take_into`]).
     inbox_quiet: usize,
 }
@@ -353,6 +358,13 @@ impl HomeQueue {
         }
         self.lifo_runs = 0;
         self.lifo.take()
+    }
+
+    /// Flips whose turn it is; `true`: this queue's.
+    #[inline]
+    pub(crate) fn take_turn(&mut self) -> bool {
+        self.home_turn = !self.home_turn;
+        self.home_turn
     }
 
     /// The round stamp of the task that has waited here longest (the FIFO's head, else the

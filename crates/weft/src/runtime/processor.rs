@@ -287,10 +287,10 @@ impl Processor {
         let mut local = self.local.borrow_mut();
         let held = self.held.take();
         // Every few rounds the policy's oldest task goes first, whatever its order; otherwise,
-        // while both the home queue and the policy have work, the one whose waiting task was
-        // queued first: the bounded-unfairness invariant (`sched::wait_rounds_bound`, `home`
-        // module docs). The policy's next task is taken out to be compared and kept until it
-        // is the older.
+        // while both the home queue and the policy have work, the policy's next task when it
+        // was queued before the home queue's oldest, else the two take turns: the
+        // bounded-unfairness invariant (`sched::wait_rounds_bound`, `home` module docs). The
+        // policy's next task is taken out to be compared and kept until it runs.
         let task = if tick % OLDEST_CHECK_INTERVAL == 0 {
             let oldest = local.pop_oldest(tick);
             if oldest.is_some() {
@@ -302,7 +302,10 @@ impl Processor {
         } else if home.has_runnable() {
             // The home queue's oldest is read only when the policy has a task to compare.
             match held.or_else(|| local.pop(tick).map(|task| self.hold(task, tick))) {
-                Some(h) if home.oldest_stamp().is_none_or(|oldest| h.stamp <= oldest) => {
+                Some(h)
+                    if home.oldest_stamp().is_none_or(|oldest| h.stamp <= oldest)
+                        || !home.take_turn() =>
+                {
                     Some(h.task)
                 }
                 other => {
