@@ -38,3 +38,15 @@ http {
 }
 CONF
 }
+
+# file_root: a scratch directory `work` whose www/4k.bin (4 KiB of random bytes) the servers
+# serve, readable by nginx's worker (which runs as nobody); on exit the server in `pid` (if
+# any) is stopped and `work` removed.
+file_root() {
+    work=$(mktemp -d)
+    pid=
+    trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; true' EXIT
+    chmod 755 "$work"
+    mkdir -p "$work/www"
+    head -c 4096 /dev/urandom >"$work/www/4k.bin"
+}

@@ -23,14 +23,8 @@ conns=${CONNECTIONS:-50}
 source benches/bench_common.sh
 need "apt-get install nginx wrk util-linux" nginx wrk taskset
 
-work=$(mktemp -d)
+file_root
 port=${PORT:-22700}
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; true' EXIT
-# nginx's worker runs as nobody: it must be able to read the file.
-chmod 755 "$work"
-mkdir -p "$work/www"
-head -c 4096 /dev/urandom >"$work/www/4k.bin"
 cpu_ticks() { awk 'BEGIN {s = 0} {s += $14 + $15} END {print s}' "$@"; }
 
 # run SERVER ROUND: one wrk run; sets `line`. Not in a subshell, so that the EXIT trap sees

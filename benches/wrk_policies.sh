@@ -56,14 +56,8 @@ fi
 for s in "${settings[@]}"; do weft_args "$s" >/dev/null; done
 
 ulimit -n "$(ulimit -Hn)"
-work=$(mktemp -d)
+file_root
 port=${PORT:-22900}
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; true' EXIT
-# nginx's worker runs as nobody: it must be able to read the file.
-chmod 755 "$work"
-mkdir -p "$work/www"
-head -c 4096 /dev/urandom >"$work/www/4k.bin"
 cat >"$work/pct.lua" <<'LUA'
 done = function(summary, latency, requests)
   local errors = summary.errors.connect + summary.errors.read + summary.errors.write

@@ -5,7 +5,9 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use weft_testkit::{bench_script_json, run_bench_script, scratch_dir, ScriptRun};
+use weft_testkit::{
+    bench_script_json, bench_script_refuses, run_bench_script, scratch_dir, ScriptRun,
+};
 
 /// One run line as http_keepalive.sh prints it.
 fn run_line(round: u32, server: &str, rps: f64, busy: f64) -> String {
@@ -113,11 +115,7 @@ fn one_record_prints_the_two_lines_the_script_prints() {
 
 /// Runs the script on `record` and requires it to refuse with `message` on stderr.
 fn refused(record: &OsStr, message: &str) {
-    let Some(out) = run(&[record]) else {
-        return;
-    };
-    assert_eq!(out.code, 1, "{}", out.stdout);
-    assert!(out.stderr.contains(message), "{}", out.stderr);
+    bench_script_refuses("python3", "keepalive_summary.py", &[record], message);
 }
 
 #[test]

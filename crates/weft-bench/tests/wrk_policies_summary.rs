@@ -7,7 +7,8 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use weft_testkit::{
-    bench_script_json, run_bench_functions, run_bench_script, scratch_dir, ScriptRun,
+    bench_script_json, bench_script_refuses, run_bench_functions, run_bench_script, scratch_dir,
+    ScriptRun,
 };
 
 /// One wrk run line as wrk_policies.sh prints it; latencies in µs.
@@ -133,11 +134,7 @@ fn runs_are_paired_with_nginx_by_round_and_client_and_records_pooled() {
 
 /// Runs the script on `record` and requires it to refuse with `message` on stderr.
 fn refused(record: &OsStr, message: &str) {
-    let Some(out) = run(&[record]) else {
-        return;
-    };
-    assert_eq!(out.code, 1, "{}", out.stdout);
-    assert!(out.stderr.contains(message), "{}", out.stderr);
+    bench_script_refuses("python3", "wrk_policies_summary.py", &[record], message);
 }
 
 #[test]

@@ -67,6 +67,17 @@ pub fn bench_script_json(interpreter: &str, name: &str, args: &[&OsStr]) -> Opti
     Some(out.stdout)
 }
 
+/// Runs `benches/<name>` with `interpreter` on `args` and requires it to refuse them: exit
+/// code 1 and `message` in what it printed on stderr. Returns without checking when the
+/// interpreter is missing (a failure under `CI=true`, see [`require`]).
+pub fn bench_script_refuses(interpreter: &str, name: &str, args: &[&OsStr], message: &str) {
+    let Some(out) = run_bench_script(interpreter, name, args, &[]) else {
+        return;
+    };
+    assert_eq!(out.code, 1, "benches/{name} did not refuse: {}", out.stdout);
+    assert!(out.stderr.contains(message), "{}", out.stderr);
+}
+
 /// The lines printed by bash running `program` after `preamble` and the shell functions
 /// `functions` of `benches/<name>`, each cut from the script itself (from `\nNAME() {` to the
 /// first `\n}\n` after it), so a test drives the script's own code without starting what
