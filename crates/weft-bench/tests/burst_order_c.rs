@@ -9,27 +9,18 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use weft_testkit::{require, scratch_dir};
+use weft_testkit::build_bench_c;
 
 /// Builds burst_order.c into a scratch directory named after `test`; `None` when `cc` is
 /// missing (a failure under `CI=true`).
 fn build(test: &str) -> Option<PathBuf> {
-    let cc = require("cc")?;
-    let dir = scratch_dir("weft-burst-order", test);
-    let source = weft_testkit::bench_script("burst_order/burst_order.c");
-    let binary = dir.join("burst_order");
-    let out = Command::new(cc)
-        .args(["-O2", "-Wall", "-Werror", "-o"])
-        .arg(&binary)
-        .arg(&source)
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "cc burst_order.c: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(binary)
+    build_bench_c(
+        "burst_order/burst_order.c",
+        "weft-burst-order",
+        test,
+        &["-Werror"],
+        &[],
+    )
 }
 
 /// A server on 127.0.0.1 whose connection threads answer each request (a head ending in an

@@ -6,31 +6,18 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use weft_testkit::{new_time_wait_to, require, start_memcached, time_wait_sockets_to};
+use weft_testkit::{build_bench_c, new_time_wait_to, start_memcached, time_wait_sockets_to};
 
 /// Builds openloop.c into a fresh directory named after `test`; `None` when `cc` is missing
 /// (a failure under `CI=true`).
 fn build_openloop(test: &str) -> Option<PathBuf> {
-    let cc = require("cc")?;
-    let dir =
-        std::env::temp_dir().join(format!("weft-openloop-test-{}-{test}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temporary directory");
-    let source =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/openloop/openloop.c");
-    let binary = dir.join("openloop");
-    let out = Command::new(cc)
-        .args(["-O2", "-Wall", "-o"])
-        .arg(&binary)
-        .arg(&source)
-        .args(["-lpthread", "-lm"])
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "cc openloop.c: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(binary)
+    build_bench_c(
+        "openloop/openloop.c",
+        "weft-openloop-test",
+        test,
+        &[],
+        &["-lpthread", "-lm"],
+    )
 }
 
 /// What one run of openloop against a fresh memcached `-t 1` left: its standard output, and

@@ -29,6 +29,6 @@ pub use process::{
     descriptor_table_size, is_root, settle_count, status_kib, threads_named, wait_exit, ChildGuard,
 };
 pub use scripts::{
-    bench_script, bench_script_json, bench_script_refuses, run_bench_functions, run_bench_script,
-    scratch_dir, ScriptRun,
+    bench_script, bench_script_json, bench_script_refuses, build_bench_c, run_bench_functions,
+    run_bench_script, scratch_dir, ScriptRun,
 };

@@ -67,6 +67,38 @@ pub fn bench_script_json(interpreter: &str, name: &str, args: &[&OsStr]) -> Opti
     Some(out.stdout)
 }
 
+/// Builds the C program `benches/<source>` with `cc -O2 -Wall <flags> -o <binary> <source>
+/// <libs>` into a fresh [`scratch_dir`] (`prefix`, `test`), the binary named after the source
+/// file; panics with cc's output when the build fails; `None` when `cc` is missing (a failure
+/// under `CI=true`, see [`require`]).
+pub fn build_bench_c(
+    source: &str,
+    prefix: &str,
+    test: &str,
+    flags: &[&str],
+    libs: &[&str],
+) -> Option<PathBuf> {
+    let cc = require("cc")?;
+    let source_path = bench_script(source);
+    let stem = source_path.file_stem().expect("a file name").to_owned();
+    let binary = scratch_dir(prefix, test).join(stem);
+    let out = Command::new(cc)
+        .args(["-O2", "-Wall"])
+        .args(flags)
+        .arg("-o")
+        .arg(&binary)
+        .arg(&source_path)
+        .args(libs)
+        .output()
+        .expect("run cc");
+    assert!(
+        out.status.success(),
+        "cc {source}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(binary)
+}
+
 /// Runs `benches/<name>` with `interpreter` on `args` and requires it to refuse them: exit
 /// code 1 and `message` in what it printed on stderr. Returns without checking when the
 /// interpreter is missing (a failure under `CI=true`, see [`require`]).
