@@ -15,10 +15,16 @@
 //!   one read and one send beat the extra machinery.
 //!
 //! [`SendFileMethod::Auto`] picks from the measurements in `docs/BENCHMARKS.md` ("File
-//! sending"): on a uring processor, `Sendfile` up to [`AUTO_SENDFILE_MAX_BYTES`] (least server
-//! CPU per request; one syscall) and `Splice` above it (2.5–7× the throughput of `Sendfile` at
-//! 64 KiB–1 MiB for the same CPU, and a cold file never stalls the processor); elsewhere
-//! `Sendfile`. `ReadSend` never won: it copies twice and costs the most CPU from 64 KiB up.
+//! sending"): on a uring processor, `Sendfile` up to [`AUTO_SENDFILE_MAX_BYTES`] and `Splice`
+//! above it; elsewhere `Sendfile`. Up to 128 KiB `sendfile` costs the least server CPU per
+//! request (11.5–21.5 µs against splice's 14–27) at the same or better throughput, and on the
+//! thesis's web workload (sessions on new connections over its file set) it took about a tenth
+//! off weft http's CPU a reply against a 16 KiB bound: each `SPLICE` goes to one of the ring's
+//! workers, two context switches on the server's core. From 256 KiB, once a file no longer fits
+//! the socket buffer, `sendfile` parks and wakes several times a file and splice's blocking
+//! worker wins (2.5–3× the throughput for 0.6–0.7 of the CPU). A cold range never stalls the
+//! processor either way (`fs/residency.rs`). `ReadSend` never won: it copies twice and costs
+//! the most CPU from 64 KiB up.
 //!
 //! Invariant: a pipe goes back to the pool only when it is known to be empty.
 
@@ -35,8 +41,8 @@ use crate::net::sockio::{self, StreamSocket};
 use crate::poison::Recover;
 
 /// On uring, ranges up to this many bytes use `sendfile(2)` under [`SendFileMethod::Auto`],
-/// longer ones `splice`.
-pub const AUTO_SENDFILE_MAX_BYTES: usize = 16 * 1024;
+/// longer ones `splice` (the module docs give the measurements).
+pub const AUTO_SENDFILE_MAX_BYTES: usize = 128 * 1024;
 /// The largest chunk read into memory at once by [`SendFileMethod::ReadSend`].
 const READ_CHUNK_BYTES: usize = 1 << 20;
 /// The pipe size asked for (`F_SETPIPE_SZ`); the kernel may give less.
@@ -58,6 +64,20 @@ pub enum SendFileMethod {
     Splice,
     /// Read into memory, then `send`.
     ReadSend,
+}
+
+impl SendFileMethod {
+    /// The method that moves `len` bytes: [`Auto`](Self::Auto) resolved by size and backend
+    /// (`uring`: the calling processor drives io_uring), [`Splice`](Self::Splice) as
+    /// `Sendfile` off uring, any other method itself.
+    pub fn resolve(self, len: usize, uring: bool) -> SendFileMethod {
+        match self {
+            Self::Auto | Self::Splice if !uring => Self::Sendfile,
+            Self::Auto if len > AUTO_SENDFILE_MAX_BYTES => Self::Splice,
+            Self::Auto => Self::Sendfile,
+            m => m,
+        }
+    }
 }
 
 impl std::str::FromStr for SendFileMethod {
@@ -102,16 +122,9 @@ pub fn send_file_with(
     let sock = stream.socket_fd();
     let reg = stream.registration();
     let uring = crate::io::backend() == Some(crate::io::IoBackend::Uring);
-    let method = match method {
-        SendFileMethod::Auto if uring && len > AUTO_SENDFILE_MAX_BYTES => SendFileMethod::Splice,
-        SendFileMethod::Auto => SendFileMethod::Sendfile,
-        m => m,
-    };
-    match method {
+    match method.resolve(len, uring) {
         SendFileMethod::ReadSend => read_send(file, offset, len, sock, reg, deadline),
-        SendFileMethod::Splice if uring => {
-            splice(file.as_raw_fd(), offset, len, sock, reg, deadline)
-        }
+        SendFileMethod::Splice => splice(file.as_raw_fd(), offset, len, sock, reg, deadline),
         _ => sendfile(file.as_raw_fd(), offset, len, sock, reg, deadline),
     }
 }
@@ -291,4 +304,38 @@ fn splice(
     }
     pipe.give_back();
     Ok(sent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SendFileMethod::{self, *};
+
+    #[test]
+    fn auto_sends_up_to_128_kib_with_sendfile_and_splices_above_on_uring() {
+        // The thesis's file set: most requests are under 16 KiB (kept in memory by weft http),
+        // a tenth 16–64 KiB, a few 64 KiB–1 MiB.
+        for len in [1, 4096, 16 * 1024 + 1, 64 * 1024, 128 * 1024] {
+            assert_eq!(Auto.resolve(len, true), Sendfile, "{len} bytes on uring");
+        }
+        for len in [128 * 1024 + 1, 256 * 1024, 1 << 20] {
+            assert_eq!(Auto.resolve(len, true), Splice, "{len} bytes on uring");
+        }
+    }
+
+    #[test]
+    fn off_uring_every_size_and_splice_fall_back_to_sendfile() {
+        for len in [1, 1 << 20] {
+            assert_eq!(Auto.resolve(len, false), Sendfile);
+            assert_eq!(Splice.resolve(len, false), Sendfile);
+        }
+    }
+
+    #[test]
+    fn a_chosen_method_is_kept() {
+        let methods: [SendFileMethod; 3] = [Sendfile, Splice, ReadSend];
+        for m in methods {
+            assert_eq!(m.resolve(1 << 20, true), m);
+        }
+        assert_eq!(ReadSend.resolve(1, false), ReadSend);
+    }
 }
