@@ -64,21 +64,49 @@ chmod -R a+rX "$fileset"
 rmdir "$work/www" 2>/dev/null || rm -rf "$work/www"
 ln -s "$fileset" "$work/www"
 
-cg=
-if [ "$quota" != 0 ]; then
+# quota_group PCT: a new cgroup (v1 or v2) limiting its processes to PCT % of one core (10 ms
+# period), its directory in `cg`.
+quota_group() {
     if [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then # cgroup v1
         cg=/sys/fs/cgroup/cpu/weft-defer-accept-$$
         mkdir "$cg"
         echo 10000 >"$cg/cpu.cfs_period_us"
-        echo $((quota * 100)) >"$cg/cpu.cfs_quota_us"
+        echo $(($1 * 100)) >"$cg/cpu.cfs_quota_us"
     elif grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then # v2
         cg=/sys/fs/cgroup/weft-defer-accept-$$
         mkdir "$cg"
-        echo "$((quota * 100)) 10000" >"$cg/cpu.max"
+        echo "$(($1 * 100)) 10000" >"$cg/cpu.max"
     else
         echo "QUOTA_PCT needs a cgroup cpu controller (v1 or v2) and root" >&2
         exit 2
     fi
+}
+
+# in_quota COMMAND... &: becomes COMMAND (exec: `$!` is the server), inside `cg` (if set) from
+# its first instruction, so that every process it forks (nginx's worker) is limited too;
+# moving the PID in after `&` let nginx's worker start outside the limit. Only in the
+# background: it replaces the shell that runs it.
+in_quota() {
+    if [ -n "$cg" ]; then
+        exec sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' in_quota "$cg" "$@"
+    fi
+    exec "$@"
+}
+
+# outside_quota PID: the PIDs among PID and its children that are not in `cg`'s cgroup.
+outside_quota() {
+    local s f
+    for s in /proc/[0-9]*/stat; do
+        read -r -a f <"$s" 2>/dev/null || continue
+        if [ "${f[0]}" = "$1" ] || [ "${f[3]}" = "$1" ]; then
+            grep -qxF "${f[0]}" "$cg/cgroup.procs" || echo "${f[0]}"
+        fi
+    done
+}
+
+cg=
+if [ "$quota" != 0 ]; then
+    quota_group "$quota"
     trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; sleep 0.3; rmdir "$cg" 2>/dev/null; rm -rf "$work"; true' EXIT
 fi
 
@@ -89,20 +117,25 @@ start() {
     port=$((port + 1))
     case $1 in
     defer1 | defer0)
-        taskset -c 0 "$WEFT" http --root "$work/www" --listen "127.0.0.1:$port" \
+        in_quota taskset -c 0 "$WEFT" http --root "$work/www" --listen "127.0.0.1:$port" \
             --defer-accept "${1#defer}" >/dev/null 2>>"$work/weft.log" &
         ;;
     nginx*)
         local extra=""
         [ "$1" = nginx-deferred ] && extra=" deferred"
         nginx_conf "$port" "$work" | sed "s/backlog=16384;/backlog=16384$extra;/" >"$work/nginx.conf"
-        taskset -c 0 nginx -e "$work/nginx-error.log" -c "$work/nginx.conf" >/dev/null 2>&1 &
+        in_quota taskset -c 0 nginx -e "$work/nginx-error.log" -c "$work/nginx.conf" >/dev/null 2>&1 &
         ;;
     esac
     pid=$!
-    [ -n "$cg" ] && echo "$pid" >"$cg/cgroup.procs"
     for _ in $(seq 50); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            local out
+            out=$([ -z "$cg" ] || outside_quota "$pid")
+            [ -z "$out" ] && return
+            echo "$1: process $out runs outside the CPU limit" >&2
+            exit 1
+        fi
         sleep 0.1
     done
     echo "$1 did not start on port $port" >&2

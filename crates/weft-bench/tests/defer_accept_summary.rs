@@ -156,3 +156,44 @@ fn an_unknown_setting_or_quota_is_refused_before_anything_starts() {
         assert!(out.stderr.contains(message), "{}", out.stderr);
     }
 }
+
+#[test]
+fn a_server_and_the_processes_it_forks_run_under_the_quota() {
+    let controller = std::path::Path::new("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists()
+        || std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
+            .is_ok_and(|c| c.split_whitespace().any(|w| w == "cpu"));
+    if !weft_testkit::is_root() || !controller {
+        weft_testkit::missing("root and a cgroup cpu controller", "run the tests as root");
+        return;
+    }
+    // A "server" that forks at once, as nginx's master forks its worker: started by in_quota,
+    // both are inside the limit; moved in after `&` (the old way), the child is left outside,
+    // and outside_quota says so.
+    let program = r#"
+        quota_group 50
+        in_quota sh -c 'sleep 30 & exec sleep 30' &
+        joined=$!
+        sh -c 'sleep 30 & exec sleep 30' &
+        late=$!
+        sleep 0.3
+        echo "$late" >"$cg/cgroup.procs"
+        echo "joined $(outside_quota "$joined" | wc -l)"
+        echo "late $(outside_quota "$late" | wc -l)"
+        echo "held $(wc -l <"$cg/cgroup.procs")"
+        pkill -P "$joined"; pkill -P "$late"; kill "$joined" "$late"
+        wait
+        rmdir "$cg"
+    "#;
+    let Some(lines) = run_bench_functions(
+        "defer_accept.sh",
+        &["quota_group", "in_quota", "outside_quota"],
+        "",
+        program,
+    ) else {
+        return;
+    };
+    let want = ["joined 0", "late 1", "held 3"];
+    for w in want {
+        assert!(lines.iter().any(|l| l == w), "no '{w}' in {lines:?}");
+    }
+}
