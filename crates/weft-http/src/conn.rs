@@ -616,10 +616,19 @@ impl Conn<'_> {
             return Ok(true);
         }
         self.ensure_nodelay();
-        self.flush()?;
         // A body of any length may wait for a slow reader: give the admission slot back.
         self.slot.release();
-        let sent = weft::fs::send_file(&file.file, start, len as usize, &self.stream)?;
+        let sent = if self.bodies.is_empty() {
+            // Only heads are queued (this one and any before it): they go with the file's
+            // first bytes, in one segment and without waiting for a send of their own.
+            let r =
+                weft::fs::send_file_after(&self.out, &file.file, start, len as usize, &self.stream);
+            self.out.clear();
+            r?
+        } else {
+            self.flush()?;
+            weft::fs::send_file(&file.file, start, len as usize, &self.stream)?
+        };
         self.log(Some(req), status, sent as u64);
         if (sent as u64) < len {
             report_truncated(req, sent as u64, len);

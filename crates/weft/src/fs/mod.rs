@@ -28,7 +28,9 @@ mod send;
 
 pub use file::{File, OpenOptions};
 pub use metadata::Metadata;
-pub use send::{send_file, send_file_with, SendFileMethod, AUTO_SENDFILE_MAX_BYTES};
+pub use send::{
+    send_file, send_file_after, send_file_with, SendFileMethod, AUTO_SENDFILE_MAX_BYTES,
+};
 
 /// How many cold file ranges `send_file` read on the blocking pool (warming the page cache)
 /// before sending them, rather than let `sendfile(2)` wait for the disk on a processor. For

@@ -107,6 +107,59 @@ pub fn send_file(
     send_file_with(SendFileMethod::Auto, file, offset, len, stream)
 }
 
+/// [`send_file`] after `head` (a response's header, say): the head's bytes go first and
+/// join the file's first bytes in one TCP segment (`MSG_MORE`), in one system call that
+/// usually completes at once, where a write of the head and then `send_file` send it alone and,
+/// on io_uring, wait for its send to complete before the file's first byte goes. Returns the
+/// file bytes sent (fewer only if the file ends first); the head is sent whole or the call
+/// fails. What the kernel kept back for the file goes out however the file ends.
+pub fn send_file_after(
+    head: &[u8],
+    file: &File,
+    offset: u64,
+    len: usize,
+    stream: &impl StreamSocket,
+) -> io::Result<usize> {
+    if len == 0 || head.is_empty() {
+        if !head.is_empty() {
+            stream.settle_writes()?;
+            send_head(head, stream, false)?;
+        }
+        return send_file(file, offset, len, stream);
+    }
+    stream.settle_writes()?;
+    send_head(head, stream, true)?;
+    let r = send_file(file, offset, len, stream);
+    if !matches!(r, Ok(n) if n == len) {
+        // The file ended early or failed: its last write, which would have taken the head
+        // along, never went.
+        sockio::push(stream.socket_fd());
+    }
+    r
+}
+
+/// Writes all of `head` (kept back for the next write with `more`).
+fn send_head(head: &[u8], stream: &impl StreamSocket, more: bool) -> io::Result<()> {
+    let (fd, reg, deadline) = (
+        stream.socket_fd(),
+        stream.registration(),
+        stream.write_deadline(),
+    );
+    let mut rest = head;
+    while !rest.is_empty() {
+        let n = if more {
+            sockio::send_more_now(fd, reg, rest, deadline)?
+        } else {
+            sockio::send_now(fd, reg, rest, deadline)?
+        };
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        rest = &rest[n..];
+    }
+    Ok(())
+}
+
 /// [`send_file`] with a chosen method (for measurements and special cases).
 pub fn send_file_with(
     method: SendFileMethod,

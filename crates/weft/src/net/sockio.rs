@@ -309,6 +309,55 @@ pub(crate) fn send_now(
     }
 }
 
+/// `send(2)` with `MSG_NOSIGNAL | MSG_MORE`: the kernel keeps the bytes back for the caller's
+/// next send on the socket, which joins them in one segment. Tried as a system call first, as
+/// a small write into an empty socket buffer takes at once; the ring (or readiness waiting)
+/// only when the socket pushes back. Whoever sends with it owes the socket a write without
+/// `MSG_MORE`, or [`push`], or the bytes wait.
+pub(crate) fn send_more_now(
+    fd: i32,
+    reg: &Registration,
+    buf: &[u8],
+    deadline: Option<Instant>,
+) -> io::Result<usize> {
+    let len = buf.len().min(MAX_IO_BYTES);
+    let ptr = buf.as_ptr();
+    let flags = libc::MSG_NOSIGNAL | libc::MSG_MORE;
+    // SAFETY: as in `recv`.
+    unsafe {
+        op::run_syscall_first(
+            fd,
+            reg,
+            Dir::Write,
+            deadline,
+            || {
+                opcode::Send::new(Fd(fd), ptr, len as u32)
+                    .flags(flags)
+                    .build()
+            },
+            || libc::send(fd, ptr.cast(), len, flags),
+        )
+    }
+}
+
+/// Sends what [`send_more_now`] kept back, now (turning `TCP_CORK` off pushes a TCP socket's
+/// pending bytes whatever its settings were; other sockets keep nothing back). Best effort:
+/// closing the socket sends them too.
+pub(crate) fn push(fd: i32) {
+    let off: libc::c_int = 0;
+    // SAFETY: setsockopt with an int option that outlives the call; a socket that is not TCP
+    // fails harmlessly.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CORK,
+            (&off as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
 /// `sendmsg(2)` of several buffers with `MSG_NOSIGNAL` (the ordinary path, as `send_now`).
 pub(crate) fn send_vectored_now(
     fd: i32,
