@@ -94,7 +94,7 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr, state: &Atomi
         out: Vec::with_capacity(1024),
         bodies: Vec::new(),
         body_bytes: 0,
-        nodelay: false,
+        nodelay: shared.accepted_nodelay,
         answered: 0,
         slot,
         read_once: false,
@@ -135,9 +135,10 @@ struct Conn<'a> {
     bodies: Vec<OwedBody>,
     /// The bytes of `bodies`, in all.
     body_bytes: usize,
-    /// Whether `TCP_NODELAY` is set. It is set only once it matters, as nginx does: before a
-    /// body goes out by `send_file` (head and body are two writes) and before a second
-    /// request; a one-request connection answered in one write never pays the system call.
+    /// Whether `TCP_NODELAY` is set. Accepted sockets inherit it from the listener
+    /// (`Shared::accepted_nodelay`); where the listener refused it, it is set once it
+    /// matters, as nginx does: before a body goes out by `send_file` and before a second
+    /// request, so a one-request connection answered in one write never pays the system call.
     nodelay: bool,
     /// Requests answered on this connection.
     answered: u64,

@@ -61,6 +61,8 @@ pub(crate) struct Shared {
     pub access_log: Option<AccessLog>,
     /// Set once shutdown starts: no new requests are read.
     pub draining: AtomicBool,
+    /// Whether accepted sockets come with `TCP_NODELAY` (set on the listener).
+    pub accepted_nodelay: bool,
     /// Open connections (the limit counts these).
     active: AtomicUsize,
     /// The most connections open at once so far (for tests and diagnostics).
@@ -185,8 +187,17 @@ impl Server {
                 io::Error::new(e.kind(), format!("listen on {}: {e}{hint}", config.listen))
             })?;
         if config.defer_accept_secs > 0 {
-            set_defer_accept(&listener, config.defer_accept_secs)?;
+            set_tcp_option(
+                &listener,
+                libc::TCP_DEFER_ACCEPT,
+                i32::try_from(config.defer_accept_secs).unwrap_or(i32::MAX),
+            )
+            .map_err(|e| io::Error::new(e.kind(), format!("TCP_DEFER_ACCEPT: {e}")))?;
         }
+        // Accepted sockets inherit TCP_NODELAY from the listener (Linux copies the listener's
+        // TCP settings into each child), so no connection pays a setsockopt for it. If the
+        // listener refuses, each connection sets it when it first matters (`conn.rs`).
+        let accepted_nodelay = set_tcp_option(&listener, libc::TCP_NODELAY, 1).is_ok();
         let local_addr = listener.local_addr()?;
         let mut builder = weft::Cluster::builder()
             .name("http")
@@ -208,6 +219,7 @@ impl Server {
             date: DateCache::new(),
             access_log,
             draining: AtomicBool::new(false),
+            accepted_nodelay,
             active: AtomicUsize::new(0),
             peak_active: AtomicUsize::new(0),
             refusing: AtomicUsize::new(0),
@@ -403,15 +415,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     crate::fatal::lock(m, "server state")
 }
 
-fn set_defer_accept(listener: &TcpListener, secs: u32) -> io::Result<()> {
+/// Sets an `IPPROTO_TCP` int option on the listening socket.
+fn set_tcp_option(listener: &TcpListener, option: libc::c_int, value: i32) -> io::Result<()> {
     use std::os::fd::AsRawFd;
-    let value = secs as libc::c_int;
+    let value = value as libc::c_int;
     // SAFETY: setsockopt on a valid socket with an int option that outlives the call.
     let r = unsafe {
         libc::setsockopt(
             listener.as_raw_fd(),
             libc::IPPROTO_TCP,
-            libc::TCP_DEFER_ACCEPT,
+            option,
             (&value as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
@@ -432,6 +445,22 @@ mod tests {
 
     /// `max_unanswered` in these tests.
     const UNANSWERED: usize = 32;
+
+    /// Accepted sockets come with the listener's `TCP_NODELAY`, which `Server::bind` relies on
+    /// to spare each connection the setsockopt (a kernel that did not copy it would fail here).
+    #[test]
+    fn accepted_sockets_inherit_nodelay_from_the_listener() {
+        for nodelay in [true, false] {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            if nodelay {
+                set_tcp_option(&listener, libc::TCP_NODELAY, 1).unwrap();
+            }
+            let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (accepted, _) = listener.accept().unwrap();
+            assert_eq!(accepted.nodelay().unwrap(), nodelay);
+            drop(client);
+        }
+    }
 
     /// A full listen queue is taken in as fast as the processor answers it, not all at once:
     /// each accepted connection is a fiber holding a stack and buffers, so a server that
