@@ -12,6 +12,16 @@ fn scratch(test: &str) -> PathBuf {
     scratch_dir("weft-defer-accept-summary", test)
 }
 
+/// benches/defer_accept_summary.py over `path` (`None`: python3 missing outside CI).
+fn summarize(path: &std::path::Path) -> Option<weft_testkit::ScriptRun> {
+    run_bench_script(
+        "python3",
+        "defer_accept_summary.py",
+        &[path.as_os_str()],
+        &[],
+    )
+}
+
 /// One run line as defer_accept.sh prints it.
 fn line(round: u32, rate: u32, server: &str, p99_ms: f64, p999_ms: f64, cpu_us: f64) -> String {
     format!("{round} {rate} {server} {rate} 0 0.2 {p99_ms} {p999_ms} {cpu_us} 0.5\n")
@@ -37,12 +47,7 @@ fn defer0_is_paired_with_the_default_by_round_and_rate() {
     ]
     .concat();
     std::fs::write(&path, body).expect("write the runs");
-    let Some(out) = run_bench_script(
-        "python3",
-        "defer_accept_summary.py",
-        &[path.as_os_str()],
-        &[],
-    ) else {
+    let Some(out) = summarize(&path) else {
         return;
     };
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -88,12 +93,7 @@ fn a_line_that_is_not_a_run_is_refused_with_its_number() {
         line(1, 6000, "defer1", 2.0, 4.0, 60.0) + "1 6000 defer0 6000\n",
     )
     .expect("write the runs");
-    let Some(out) = run_bench_script(
-        "python3",
-        "defer_accept_summary.py",
-        &[path.as_os_str()],
-        &[],
-    ) else {
+    let Some(out) = summarize(&path) else {
         return;
     };
     assert_eq!(out.code, 1, "accepted: {}", out.stdout);

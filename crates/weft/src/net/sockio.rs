@@ -289,24 +289,7 @@ pub(crate) fn send_now(
     buf: &[u8],
     deadline: Option<Instant>,
 ) -> io::Result<usize> {
-    let len = buf.len().min(MAX_IO_BYTES);
-    let ptr = buf.as_ptr();
-    // SAFETY: as in `recv`.
-    unsafe {
-        op::run(
-            fd,
-            reg,
-            Dir::Write,
-            false,
-            deadline,
-            || {
-                opcode::Send::new(Fd(fd), ptr, len as u32)
-                    .flags(libc::MSG_NOSIGNAL)
-                    .build()
-            },
-            || libc::send(fd, ptr.cast(), len, libc::MSG_NOSIGNAL),
-        )
-    }
+    send_flagged(fd, reg, buf, deadline, false)
 }
 
 /// `send(2)` with `MSG_NOSIGNAL | MSG_MORE`: the kernel keeps the bytes back for the caller's
@@ -320,23 +303,34 @@ pub(crate) fn send_more_now(
     buf: &[u8],
     deadline: Option<Instant>,
 ) -> io::Result<usize> {
+    send_flagged(fd, reg, buf, deadline, true)
+}
+
+/// [`send_now`], or with `more` [`send_more_now`].
+fn send_flagged(
+    fd: i32,
+    reg: &Registration,
+    buf: &[u8],
+    deadline: Option<Instant>,
+    more: bool,
+) -> io::Result<usize> {
     let len = buf.len().min(MAX_IO_BYTES);
     let ptr = buf.as_ptr();
-    let flags = libc::MSG_NOSIGNAL | libc::MSG_MORE;
-    // SAFETY: as in `recv`.
+    let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
+    let sqe = || {
+        opcode::Send::new(Fd(fd), ptr, len as u32)
+            .flags(flags)
+            .build()
+    };
+    // SAFETY: as in `recv`: `buf` outlives the call, which returns only once the kernel is
+    // done with it.
     unsafe {
-        op::run_syscall_first(
-            fd,
-            reg,
-            Dir::Write,
-            deadline,
-            || {
-                opcode::Send::new(Fd(fd), ptr, len as u32)
-                    .flags(flags)
-                    .build()
-            },
-            || libc::send(fd, ptr.cast(), len, flags),
-        )
+        let sys = || libc::send(fd, ptr.cast(), len, flags);
+        if more {
+            op::run_syscall_first(fd, reg, Dir::Write, deadline, sqe, sys)
+        } else {
+            op::run(fd, reg, Dir::Write, false, deadline, sqe, sys)
+        }
     }
 }
 
