@@ -120,17 +120,14 @@ pub fn send_file_after(
     len: usize,
     stream: &impl StreamSocket,
 ) -> io::Result<usize> {
-    if len == 0 || head.is_empty() {
-        if !head.is_empty() {
-            stream.settle_writes()?;
-            send_head(head, stream, false)?;
-        }
-        return send_file(file, offset, len, stream);
+    // Kept back only when file bytes are to follow.
+    let more = len > 0 && !head.is_empty();
+    if !head.is_empty() {
+        stream.settle_writes()?;
+        send_head(head, stream, more)?;
     }
-    stream.settle_writes()?;
-    send_head(head, stream, true)?;
     let r = send_file(file, offset, len, stream);
-    if !matches!(r, Ok(n) if n == len) {
+    if more && !matches!(r, Ok(n) if n == len) {
         // The file ended early or failed: its last write, which would have taken the head
         // along, never went.
         sockio::push(stream.socket_fd());
