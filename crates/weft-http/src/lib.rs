@@ -29,6 +29,8 @@
 
 mod access_log;
 mod admission;
+#[cfg(test)]
+mod alloc_count;
 mod cache;
 mod conditional;
 mod config;

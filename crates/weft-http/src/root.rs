@@ -11,7 +11,7 @@
 //! Every call here may touch the disk (directory lookups): callers run them on the blocking
 //! pool.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::{CStr, CString, OsStr};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -197,16 +197,34 @@ impl Root {
     /// Non-blocking in practice: the dentries of a served path are cached.
     pub fn stat(&self, relative: &[u8]) -> io::Result<libc::stat> {
         let relative: &[u8] = if relative.is_empty() { b"." } else { relative };
-        let c = CString::new(relative)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
-        // SAFETY: an all-zero `stat` is valid storage for the kernel to fill.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: valid descriptor, C string and out-pointer.
-        let r = unsafe { libc::fstatat(self.dir.as_raw_fd(), c.as_ptr(), &mut st, 0) };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(st)
+        with_c_path(relative, |c| {
+            // SAFETY: an all-zero `stat` is valid storage for the kernel to fill.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: valid descriptor, C string and out-pointer.
+            let r = unsafe { libc::fstatat(self.dir.as_raw_fd(), c.as_ptr(), &mut st, 0) };
+            if r < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(st)
+        })
+    }
+}
+
+/// Paths up to this long become C strings on the stack (one revalidation a second a path
+/// served, on the processor: no allocation for it).
+const STACK_PATH_BYTES: usize = 512;
+
+/// Runs `f` with `path` as a C string: on the stack when it is short, else allocated. A NUL
+/// in `path` is an `InvalidInput` error (a target never holds one, see `target.rs`).
+fn with_c_path<T>(path: &[u8], f: impl FnOnce(&CStr) -> io::Result<T>) -> io::Result<T> {
+    let nul = || io::Error::new(io::ErrorKind::InvalidInput, "NUL in path");
+    if path.len() < STACK_PATH_BYTES {
+        let mut stack = [0u8; STACK_PATH_BYTES];
+        stack[..path.len()].copy_from_slice(path);
+        let c = CStr::from_bytes_with_nul(&stack[..=path.len()]).map_err(|_| nul())?;
+        f(c)
+    } else {
+        f(&CString::new(path).map_err(|_| nul())?)
     }
 }
 
@@ -249,6 +267,31 @@ mod tests {
         }
         assert!(matches!(root.open(b"nope"), Err(OpenError::NotFound)));
         assert!(matches!(root.open(b"d/f/x"), Err(OpenError::NotFound)));
+    }
+
+    #[test]
+    fn stat_names_the_file_without_allocating_for_a_short_path() {
+        let (dir, _outside) = tree();
+        let root = Root::new(dir.path(), false).unwrap();
+        let want = std::fs::metadata(dir.path().join("d/f")).unwrap();
+        let mut st = None;
+        let n = crate::alloc_count::allocations_in(|| st = Some(root.stat(b"d/f").unwrap()));
+        assert_eq!(n, 0);
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(st.unwrap().st_ino, want.ino());
+        assert_eq!(
+            root.stat(b"").unwrap().st_ino,
+            std::fs::metadata(dir.path()).unwrap().ino()
+        );
+        // A long path takes the allocating route and means the same; a NUL is refused.
+        let long = format!("d/{}f", "./".repeat(STACK_PATH_BYTES));
+        assert_eq!(root.stat(long.as_bytes()).unwrap().st_ino, want.ino());
+        for bad in [&b"d/f"[..], &[b'a'; STACK_PATH_BYTES + 3][..]] {
+            let mut bad = bad.to_vec();
+            bad[1] = 0;
+            let e = root.stat(&bad).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        }
     }
 
     #[test]
