@@ -23,6 +23,7 @@ use weft::net::TcpStream;
 
 use crate::access_log;
 use crate::admission::Slot;
+use crate::buffers;
 use crate::cache::{CachedFile, Lookup};
 use crate::conditional::{self, Conditions, Outcome, Validators};
 use crate::range::{self, RangeAnswer, Span};
@@ -40,7 +41,7 @@ pub const BUSY: u8 = 1;
 pub const CLOSING: u8 = 2;
 
 /// First size of the input buffer.
-const INITIAL_BUF_BYTES: usize = 4096;
+const INITIAL_BUF_BYTES: usize = buffers::INPUT_BYTES;
 /// Slices of a vectored write kept on the stack (four bodies with their heads).
 const STACK_SLICES: usize = 9;
 /// Output buffered past this is written before answering the next pipelined request.
@@ -91,7 +92,7 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr, state: &Atomi
         stream,
         peer,
         state,
-        out: Vec::with_capacity(1024),
+        out: buffers::take_output(),
         bodies: Vec::new(),
         body_bytes: 0,
         nodelay: shared.accepted_nodelay,
@@ -99,9 +100,12 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr, state: &Atomi
         slot,
         read_once: false,
     };
-    if let Ok(Ending::Linger) = conn.run() {
+    let mut input = buffers::take_input();
+    if let Ok(Ending::Linger) = conn.run(&mut input) {
         conn.linger();
     }
+    buffers::give_input(input);
+    buffers::give_output(std::mem::take(&mut conn.out));
 }
 
 /// What a cancellable read got.
@@ -149,7 +153,9 @@ struct Conn<'a> {
 }
 
 impl Conn<'_> {
-    fn run(&mut self) -> io::Result<Ending> {
+    /// Serves requests read into `buf` (a pooled input buffer of `INITIAL_BUF_BYTES`, its
+    /// contents left from an earlier connection: only what was read since is looked at).
+    fn run(&mut self, buf: &mut Vec<u8>) -> io::Result<Ending> {
         let config = &self.shared.config;
         let limits = HeadLimits {
             max_request_line_bytes: config.max_request_line_bytes,
@@ -157,7 +163,7 @@ impl Conn<'_> {
             max_header_lines: config.max_header_lines,
         };
         let max_buf_bytes = config.max_head_bytes + INITIAL_BUF_BYTES;
-        let mut buf = vec![0u8; INITIAL_BUF_BYTES];
+        debug_assert_eq!(buf.len(), INITIAL_BUF_BYTES);
         let (mut start, mut end) = (0usize, 0usize);
         // When the head being read was first found unfinished: read off the clock only then,
         // not for every request (a complete head, the usual case, never needs it).
@@ -187,7 +193,7 @@ impl Conn<'_> {
                     self.flush()?;
                     let deadline = Instant::now() + config.header_timeout;
                     while discard > 0 {
-                        let n = self.read_within(&mut buf, left_until(deadline))?;
+                        let n = self.read_within(buf, left_until(deadline))?;
                         if n == 0 {
                             return Ok(Ending::Close);
                         }
@@ -223,7 +229,7 @@ impl Conn<'_> {
                 if self.answered > 0 {
                     self.ensure_nodelay();
                 }
-                match self.read_cancellable(&mut buf, config.keepalive_timeout)? {
+                match self.read_cancellable(buf, config.keepalive_timeout)? {
                     Got::Bytes(n) => n,
                     Got::TimedOut | Got::Closing => return Ok(Ending::Close),
                 }

@@ -31,6 +31,7 @@ mod access_log;
 mod admission;
 #[cfg(test)]
 mod alloc_count;
+mod buffers;
 mod cache;
 mod conditional;
 mod config;
