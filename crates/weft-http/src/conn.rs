@@ -11,7 +11,10 @@
 //!   the head was written (see `cache.rs`);
 //! - the connection is marked [`IDLE`] only while it waits for (more of) a request head, when
 //!   nothing is owed to the client; graceful shutdown cancels only idle connections, so a
-//!   response in flight is never cut (see `server.rs`).
+//!   response in flight is never cut (see `server.rs`);
+//! - a connection's last response is written with `MSG_MORE` and followed at once by
+//!   `shutdown(SHUT_WR)` (or the linger's), never by anything that waits, so the response
+//!   and the FIN leave in one segment and the tail is never held back for long.
 
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{Shutdown, SocketAddr};
@@ -101,8 +104,15 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr, state: &Atomi
         read_once: false,
     };
     let mut input = buffers::take_input();
-    if let Ok(Ending::Linger) = conn.run(&mut input) {
-        conn.linger();
+    match conn.run(&mut input) {
+        Ok(Ending::Linger) => conn.linger(),
+        // The FIN joins the last response, held back by `MSG_MORE` (`flush_last`). Shut
+        // before the close: a close that finds bytes the client sent after its last request
+        // resets the connection and drops what is still unsent, the response with it.
+        Ok(Ending::Finished) => {
+            let _ = conn.stream.shutdown(Shutdown::Write);
+        }
+        Ok(Ending::Close) | Err(_) => {}
     }
     buffers::give_input(input);
     buffers::give_output(std::mem::take(&mut conn.out));
@@ -123,6 +133,9 @@ enum Ending {
     Close,
     /// Write our side's end, then read and discard for a while before closing.
     Linger,
+    /// Our last response was written with `MSG_MORE` (`Conn::flush_last`): shut our side
+    /// (its FIN leaves with the response), then close.
+    Finished,
 }
 
 struct Conn<'a> {
@@ -180,7 +193,7 @@ impl Conn<'_> {
                     }
                     Err(e) => {
                         self.answer_head_error(e);
-                        self.flush()?;
+                        self.flush_last()?;
                         return Ok(Ending::Linger);
                     }
                 };
@@ -204,11 +217,11 @@ impl Conn<'_> {
                 }
                 head_started = None;
                 if !answered.keep_alive {
-                    self.flush()?;
+                    self.flush_last()?;
                     return Ok(if start < end || answered.linger {
                         Ending::Linger
                     } else {
-                        Ending::Close
+                        Ending::Finished
                     });
                 }
                 if self.queued_bytes() >= OUT_FLUSH_BYTES {
@@ -240,7 +253,7 @@ impl Conn<'_> {
                     Got::Bytes(n) => n,
                     Got::TimedOut => {
                         self.answer_simple(408, false, None);
-                        self.flush()?;
+                        self.flush_last()?;
                         return Ok(Ending::Linger);
                     }
                     Got::Closing => return Ok(Ending::Close),
@@ -321,6 +334,20 @@ impl Conn<'_> {
     /// a slow reader, so the admission slot is given back before it (short ones go out without
     /// waiting for the client: the slot stays until the connection reads or closes).
     fn flush(&mut self) -> io::Result<()> {
+        self.write_out(false)
+    }
+
+    /// [`Conn::flush`] before the connection closes (or shuts its side): the last bytes are
+    /// written with `MSG_MORE`, so the FIN the close sends next leaves in the same segment
+    /// instead of one of its own (nginx's last response and FIN share one with `TCP_CORK`);
+    /// and, sent now rather than behind the fiber, the close need not wait for a send in
+    /// flight. The caller closes or shuts down the write side next, without waiting first.
+    fn flush_last(&mut self) -> io::Result<()> {
+        self.write_out(true)
+    }
+
+    /// Writes what is owed, with `MSG_MORE` if `more`.
+    fn write_out(&mut self, more: bool) -> io::Result<()> {
         if self.queued_bytes() > SHORT_WRITE_BYTES {
             self.slot.release();
         }
@@ -328,9 +355,13 @@ impl Conn<'_> {
             if self.out.is_empty() {
                 return Ok(());
             }
-            (&self.stream).write_all(&self.out)
+            if more {
+                write_all_vectored(&self.stream, &mut [IoSlice::new(&self.out)], true)
+            } else {
+                (&self.stream).write_all(&self.out)
+            }
         } else {
-            self.write_with_bodies()
+            self.write_with_bodies(more)
         };
         self.out.clear();
         self.bodies.clear();
@@ -355,8 +386,8 @@ impl Conn<'_> {
     }
 
     /// Writes `out` with the owed bodies in their places, in one vectored write (the usual
-    /// case, one response: head, body, nothing after).
-    fn write_with_bodies(&self) -> io::Result<()> {
+    /// case, one response: head, body, nothing after); with `MSG_MORE` if `more`.
+    fn write_with_bodies(&self, more: bool) -> io::Result<()> {
         // At most two slices per body and one after; on the stack for a few bodies.
         let most = 2 * self.bodies.len() + 1;
         let mut on_stack = [IoSlice::new(&[]); STACK_SLICES];
@@ -382,7 +413,7 @@ impl Conn<'_> {
             slices[n] = IoSlice::new(&self.out[from..]);
             n += 1;
         }
-        write_all_vectored(&self.stream, &mut slices[..n])
+        write_all_vectored(&self.stream, &mut slices[..n], more)
     }
 
     /// Closes our side, then reads and discards what the client still sends (for at most
@@ -708,10 +739,19 @@ impl Conn<'_> {
 
 /// `Write::write_all_vectored` (not stable yet): writes every byte of `slices`, retrying short
 /// writes and interruptions.
-fn write_all_vectored(mut stream: &TcpStream, mut slices: &mut [IoSlice<'_>]) -> io::Result<()> {
+fn write_all_vectored(
+    mut stream: &TcpStream,
+    mut slices: &mut [IoSlice<'_>],
+    more: bool,
+) -> io::Result<()> {
     IoSlice::advance_slices(&mut slices, 0);
     while !slices.is_empty() {
-        match stream.write_vectored(slices) {
+        let written = if more {
+            stream.write_vectored_more(slices)
+        } else {
+            stream.write_vectored(slices)
+        };
+        match written {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => IoSlice::advance_slices(&mut slices, n),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -432,3 +432,52 @@ fn a_write_waiting_for_the_rest_of_a_send_behind_returns_when_its_fiber_is_cance
         peer.join().unwrap();
     }
 }
+
+/// Bytes in a TCP socket's send queue that were not sent yet (`SIOCOUTQNSD`).
+fn unsent_bytes(fd: i32) -> i32 {
+    const SIOCOUTQNSD: libc::c_ulong = 0x894B;
+    let mut n: libc::c_int = -1;
+    // SAFETY: an ioctl that writes one int through a valid pointer.
+    let r = unsafe { libc::ioctl(fd, SIOCOUTQNSD, &mut n) };
+    assert_eq!(r, 0, "SIOCOUTQNSD: {}", std::io::Error::last_os_error());
+    n
+}
+
+/// `write_vectored_more` goes after every earlier write (one sent behind included), keeps its
+/// short tail in the socket (`MSG_MORE`) instead of sending it at once, and the shutdown that
+/// follows sends it (with the FIN): the peer reads every byte in order, then end of stream.
+#[test]
+fn write_vectored_more_keeps_the_tail_back_until_the_shutdown() {
+    use std::os::fd::AsRawFd;
+    let mut contexts: Vec<Option<IoBackend>> = backends().into_iter().map(Some).collect();
+    contexts.push(None);
+    for context in contexts {
+        let (addr, peer) = reading_peer(Duration::ZERO);
+        let (first, second, third) = (piece(1, 300), piece(2, 1000), piece(3, 50));
+        let want: Vec<u8> = [&first[..], &second[..], &third[..]].concat();
+        let (a, b, c) = (first.clone(), second.clone(), third.clone());
+        let send = move || {
+            let s = TcpStream::connect(addr).unwrap();
+            // Without Nagle a plain write would leave at once: only `MSG_MORE` keeps it back.
+            s.set_nodelay(true).unwrap();
+            (&s).write_all(&a).unwrap(); // behind the fiber, on io_uring
+            let mut slices = [IoSlice::new(&b), IoSlice::new(&c)];
+            let mut left: &mut [IoSlice<'_>] = &mut slices;
+            while !left.is_empty() {
+                let n = s.write_vectored_more(left).unwrap();
+                IoSlice::advance_slices(&mut left, n);
+            }
+            let kept = unsent_bytes(s.as_raw_fd());
+            s.shutdown(Shutdown::Write).unwrap();
+            let after = unsent_bytes(s.as_raw_fd());
+            (kept, after)
+        };
+        let (kept, after) = match context {
+            Some(backend) => cluster(backend, 1).spawn(send).join().unwrap(),
+            None => send(),
+        };
+        assert_eq!(kept, 1050, "{context:?}: the tail was not kept back");
+        assert_eq!(after, 0, "{context:?}: the shutdown did not send the tail");
+        assert!(peer.join().unwrap() == want, "{context:?}: bytes differ");
+    }
+}

@@ -110,6 +110,25 @@ impl SendSide {
         }
     }
 
+    /// `write_vectored` with `MSG_MORE` ([`sockio::send_vectored_more_now`]), never behind the
+    /// caller: the bytes go to the socket now, in order after every earlier write (settled
+    /// first), and the kernel keeps a short tail back for what follows, a later write, a
+    /// shutdown or the close, whose FIN then travels with it.
+    pub(crate) fn send_vectored_more(
+        &self,
+        reg: &Registration,
+        bufs: &[IoSlice<'_>],
+    ) -> io::Result<usize> {
+        let fd = self.sock().as_raw_fd();
+        let deadline = OnceCell::new();
+        let deadline = || *deadline.get_or_init(|| self.deadline());
+        let mut claim = self.slot.claim();
+        claim.settle(true, |rest| sockio::send_now(fd, reg, rest, deadline()))?;
+        // As the ordinary path of `send_vectored`: the claim is not held across the send.
+        drop(claim);
+        sockio::send_vectored_more_now(fd, reg, bufs, deadline())
+    }
+
     /// Settles the write-behind send in flight, if any (see `io/behind.rs`): afterwards every
     /// byte written before is with the kernel, or the error that stopped it is returned (a
     /// cancelled fiber's among them: the send then stays in flight).

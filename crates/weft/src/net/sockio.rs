@@ -359,6 +359,28 @@ pub(crate) fn send_vectored_now(
     bufs: &[io::IoSlice<'_>],
     deadline: Option<Instant>,
 ) -> io::Result<usize> {
+    send_vectored_flagged(fd, reg, bufs, deadline, false)
+}
+
+/// [`send_vectored_now`] with `MSG_MORE`, tried as a system call first: as [`send_more_now`]
+/// for several buffers.
+pub(crate) fn send_vectored_more_now(
+    fd: i32,
+    reg: &Registration,
+    bufs: &[io::IoSlice<'_>],
+    deadline: Option<Instant>,
+) -> io::Result<usize> {
+    send_vectored_flagged(fd, reg, bufs, deadline, true)
+}
+
+/// [`send_vectored_now`], or with `more` [`send_vectored_more_now`].
+fn send_vectored_flagged(
+    fd: i32,
+    reg: &Registration,
+    bufs: &[io::IoSlice<'_>],
+    deadline: Option<Instant>,
+    more: bool,
+) -> io::Result<usize> {
     let iovlen = bufs.len().min(libc::UIO_MAXIOV as usize);
     // SAFETY: an all-zero msghdr is valid.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -366,21 +388,21 @@ pub(crate) fn send_vectored_now(
     msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
     msg.msg_iovlen = iovlen;
     let msg_ptr = &msg as *const libc::msghdr;
-    // SAFETY: `msg` and the buffers it points at outlive the call.
+    let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
+    let sqe = || {
+        opcode::SendMsg::new(Fd(fd), msg_ptr)
+            .flags(flags as u32)
+            .build()
+    };
+    // SAFETY: `msg` and the buffers it points at outlive the call, which returns only once
+    // the kernel is done with them.
     unsafe {
-        op::run(
-            fd,
-            reg,
-            Dir::Write,
-            false,
-            deadline,
-            || {
-                opcode::SendMsg::new(Fd(fd), msg_ptr)
-                    .flags(libc::MSG_NOSIGNAL as u32)
-                    .build()
-            },
-            || libc::sendmsg(fd, msg_ptr, libc::MSG_NOSIGNAL),
-        )
+        let sys = || libc::sendmsg(fd, msg_ptr, flags);
+        if more {
+            op::run_syscall_first(fd, reg, Dir::Write, deadline, sqe, sys)
+        } else {
+            op::run(fd, reg, Dir::Write, false, deadline, sqe, sys)
+        }
     }
 }
 

@@ -350,6 +350,18 @@ impl TcpStream {
         r
     }
 
+    /// Writes like [`Write::write_vectored`](std::io::Write::write_vectored), telling the kernel that more follows
+    /// (`MSG_MORE`): the bytes go to the socket now (never behind the fiber, see
+    /// `io/behind.rs`), but a tail shorter than a segment is kept back until the next write
+    /// without it, a [`shutdown`](Self::shutdown) or the close, and leaves with that. For a
+    /// server's last response on a connection: written this way and followed by the close,
+    /// the response and the FIN share one segment, as nginx's do (with `TCP_CORK`), instead of
+    /// the FIN following in one of its own. Whoever writes with it owes the socket one of
+    /// those, or the tail waits (for the kernel's 200 ms probe timer at most).
+    pub fn write_vectored_more(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.send.send_vectored_more(&self.reg, bufs)
+    }
+
     /// Reads what is already waiting in the socket, without waiting: error kind `WouldBlock`
     /// when nothing is (as tokio's `try_read`). Never switches the fiber out, so a caller that
     /// expects data (a request sent with the connection) saves the round trip a [`Read::read`]
