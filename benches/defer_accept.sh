@@ -19,13 +19,17 @@
 # at most); then benches/defer_accept_summary.py's min–median–max by rate and server, and
 # `--defer-accept 0` over the default by round.
 #
+# To A/B a change, WEFT_BASE names a second `weft` binary (the build before it) and the
+# setting `base` runs it with the defaults; the summary then gives defer1 (WEFT) over base.
+#
 # Needs root for QUOTA_PCT; short connections leave TIME-WAIT sockets, so run with
 # `sysctl -w net.ipv4.tcp_max_tw_buckets=10000` (docs/BENCHMARKS.md) or the runs run out of
 # ports.
 # Usage: benches/defer_accept.sh [ROUNDS]   (default 3)
 # Environment: WEFT (default target/release/weft), RATES (requests/s, default "6000 12000
 # 16000"), DURATION (5 s measured, after 1 s of warm-up), SCALE (file-set scale, 0.1),
-# QUOTA_PCT (0: the whole core), SETTINGS (default "defer1 defer0 nginx nginx-deferred").
+# QUOTA_PCT (0: the whole core), SETTINGS (default "defer1 defer0 nginx nginx-deferred"; also
+# base, with WEFT_BASE).
 set -euo pipefail
 
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
@@ -40,8 +44,14 @@ read -r -a settings <<<"${SETTINGS:-defer1 defer0 nginx nginx-deferred}"
 for s in "${settings[@]}"; do
     case $s in
     defer1 | defer0 | nginx | nginx-deferred) ;;
+    base)
+        if [ ! -x "${WEFT_BASE:-}" ]; then
+            echo "setting 'base' needs WEFT_BASE, an executable weft binary" >&2
+            exit 2
+        fi
+        ;;
     *)
-        echo "unknown setting '$s' (defer1, defer0, nginx or nginx-deferred)" >&2
+        echo "unknown setting '$s' (defer1, defer0, nginx, nginx-deferred or base)" >&2
         exit 2
         ;;
     esac
@@ -119,6 +129,10 @@ start() {
     defer1 | defer0)
         in_quota taskset -c 0 "$WEFT" http --root "$work/www" --listen "127.0.0.1:$port" \
             --defer-accept "${1#defer}" >/dev/null 2>>"$work/weft.log" &
+        ;;
+    base)
+        in_quota taskset -c 0 "$WEFT_BASE" http --root "$work/www" --listen "127.0.0.1:$port" \
+            >/dev/null 2>>"$work/weft.log" &
         ;;
     nginx*)
         local extra=""
