@@ -28,6 +28,8 @@
 # Usage: benches/defer_accept.sh [ROUNDS]   (default 3)
 # Environment: WEFT (default target/release/weft), RATES (requests/s, default "6000 12000
 # 16000"), DURATION (5 s measured, after 1 s of warm-up), SCALE (file-set scale, 0.1),
+# CLOSE (server, the default: the last request of a session carries `Connection: close`;
+# client: httperf's sessions, the client closes after the last reply, `--client-closes`),
 # QUOTA_PCT (0: the whole core), SETTINGS (default "defer1 defer0 nginx nginx-deferred"; also
 # base, with WEFT_BASE).
 set -euo pipefail
@@ -40,6 +42,15 @@ secs=${DURATION:-5}
 warmup=1
 scale=${SCALE:-0.1}
 quota=${QUOTA_PCT:-0}
+close=${CLOSE:-server}
+case $close in
+server) close_flag=() ;;
+client) close_flag=(--client-closes) ;;
+*)
+    echo "CLOSE must be server or client, not '$close'" >&2
+    exit 2
+    ;;
+esac
 read -r -a settings <<<"${SETTINGS:-defer1 defer0 nginx nginx-deferred}"
 for s in "${settings[@]}"; do
     case $s in
@@ -170,7 +181,7 @@ cpu_ticks() {
 }
 hz=$(getconf CLK_TCK)
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), benches/defer_accept.sh $rounds: file set scale $scale, weft load http --rate R --requests-per-session 3 --duration $secs on CPU 1, servers on CPU 0$([ "$quota" != 0 ] && echo " limited to $quota % of it")"
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), benches/defer_accept.sh $rounds: file set scale $scale, weft load http --rate R --requests-per-session 3 ${close_flag[*]} --duration $secs on CPU 1, servers on CPU 0$([ "$quota" != 0 ] && echo " limited to $quota % of it")"
 echo "round rate server replies_per_sec errors p50_ms p99_ms p999_ms cpu_us_per_reply load_busy"
 n=${#settings[@]}
 for rate in $rates; do
@@ -179,7 +190,7 @@ for rate in $rates; do
             s=${settings[$(((i + round - 1) % n))]}
             start "$s"
             taskset -c 1 "$WEFT" load http --server "127.0.0.1:$port" --fileset "$fileset" \
-                --rate "$rate" --requests-per-session 3 --duration "$secs" \
+                --rate "$rate" --requests-per-session 3 "${close_flag[@]}" --duration "$secs" \
                 --warmup "$warmup" --json >"$work/load.json" 2>/dev/null &
             load=$!
             sleep "$warmup"

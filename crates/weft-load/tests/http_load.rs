@@ -84,6 +84,7 @@ fn config(server: String) -> Config {
         connections: 0,
         persistent: false,
         requests_per_session: 2,
+        client_closes: false,
         think: Duration::ZERO,
         duration: Duration::from_millis(500),
         warmup: Duration::from_millis(100),
@@ -205,5 +206,91 @@ fn persistent_connections_leave_no_time_wait_behind() {
         new_time_wait_to(port, &before),
         0,
         "connections to port {port} left in TIME_WAIT"
+    );
+}
+
+/// How the connections to [`ending_server`] ended: by the client's end of stream after a
+/// number of requests, or after a request that asked the server to close.
+#[derive(Default)]
+struct Endings {
+    /// Requests seen on each connection the client closed.
+    closed_by_client: std::sync::Mutex<Vec<usize>>,
+    /// Requests that carried `Connection: close`.
+    asked_to_close: std::sync::atomic::AtomicUsize,
+}
+
+/// A server like `fake_server` that records how each connection ended.
+fn ending_server() -> (String, std::sync::Arc<Endings>) {
+    use std::sync::atomic::Ordering;
+    let endings = std::sync::Arc::new(Endings::default());
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let record = endings.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            let record = record.clone();
+            std::thread::spawn(move || {
+                conn.set_nodelay(true).unwrap();
+                let mut out = conn.try_clone().unwrap();
+                let mut reader = BufReader::new(conn);
+                let mut requests = 0;
+                loop {
+                    let mut close = false;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            if requests > 0 {
+                                record.closed_by_client.lock().unwrap().push(requests);
+                            }
+                            return;
+                        }
+                        if line.eq_ignore_ascii_case("connection: close\r\n") {
+                            close = true;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    requests += 1;
+                    if close {
+                        record.asked_to_close.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let reply = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc";
+                    if out.write_all(reply.as_bytes()).is_err() || close {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, endings)
+}
+
+#[test]
+fn sessions_end_as_asked_by_the_server_or_by_the_client() {
+    use std::sync::atomic::Ordering;
+    // By default the last request asks the server to close.
+    let (addr, endings) = ending_server();
+    let report = http::run(&config(addr)).unwrap();
+    assert!(report.replies > 50, "{report:?}");
+    assert!(endings.asked_to_close.load(Ordering::Relaxed) > 25);
+    assert!(endings.closed_by_client.lock().unwrap().is_empty());
+    // httperf's ending: no request asks, and the client closes after the session's last reply.
+    let (addr, endings) = ending_server();
+    let mut c = config(addr);
+    c.client_closes = true;
+    let report = http::run(&c).unwrap();
+    assert!(report.client_closes);
+    assert_eq!(report.errors_total, 0, "{report:?}");
+    assert_eq!(endings.asked_to_close.load(Ordering::Relaxed), 0);
+    let closed = endings.closed_by_client.lock().unwrap().clone();
+    assert!(closed.len() > 25, "{closed:?}");
+    // Sessions cut by the end of the window may stop after their first request.
+    assert!(closed.iter().all(|&n| n == 2 || n == 1), "{closed:?}");
+    assert!(
+        closed.iter().filter(|&&n| n == 2).count() > 25,
+        "{closed:?}"
     );
 }

@@ -58,6 +58,11 @@ struct HttpArgs {
     /// Requests in each session, sent one after another on its connection.
     #[arg(long, default_value_t = 1)]
     requests_per_session: usize,
+    /// End each session as httperf does: the last request does not carry `Connection:
+    /// close`, and the client closes the connection once its reply is in (by default the
+    /// last request asks the server to close, and the server closes first)
+    #[arg(long)]
+    client_closes: bool,
     /// Milliseconds a session waits between a reply and its next request.
     #[arg(long, default_value_t = 0)]
     think_time: u64,
@@ -228,6 +233,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
                 connections: a.connections,
                 persistent: a.persistent,
                 requests_per_session: a.requests_per_session,
+                client_closes: a.client_closes,
                 think: Duration::from_millis(a.think_time),
                 duration: Duration::from_secs_f64(a.duration),
                 warmup: Duration::from_secs_f64(a.warmup),

@@ -53,6 +53,11 @@ pub struct Config {
     /// `requests_per_session` requests/s, Poisson, each sent on a random connection, depth 1.
     pub persistent: bool,
     pub requests_per_session: usize,
+    /// httperf's ending: the last request of a session does not ask the server to close
+    /// (no `Connection: close`); the client closes once its reply is in, and the server
+    /// learns of it from the end of stream. Otherwise the last request carries
+    /// `Connection: close` and the server closes first.
+    pub client_closes: bool,
     pub think: Duration,
     pub duration: Duration,
     pub warmup: Duration,
@@ -96,6 +101,9 @@ pub struct Report {
     pub target_rate: f64,
     pub session_rate: f64,
     pub requests_per_session: usize,
+    /// Whether sessions ended as httperf's do (the client closes; `Config::client_closes`).
+    #[serde(default)]
+    pub client_closes: bool,
     /// Successful (2xx/3xx) replies received inside the window, per second of it: what the
     /// server delivered there (wrk2's and mutilate's rate), whichever request they answer.
     pub replies_per_sec: f64,
@@ -187,6 +195,7 @@ fn drive(
         host: config.server.clone(),
         names,
         requests_per_session: config.requests_per_session,
+        client_closes: config.client_closes,
         think: config.think,
         timeout: config.timeout,
         count_from: start + config.warmup,
@@ -306,6 +315,7 @@ fn persistent_open_loop(config: &Config, addr: SocketAddr, names: Names) -> anyh
         host: config.server.clone(),
         names,
         requests_per_session: 1,
+        client_closes: false,
         think: Duration::ZERO,
         timeout: config.timeout,
         count_from: start + config.warmup,
@@ -378,6 +388,7 @@ fn report(config: &Config, plan: &SessionPlan, cpu_used: Duration, wall: Duratio
         target_rate: config.session_rate * config.requests_per_session as f64,
         session_rate: config.session_rate,
         requests_per_session: config.requests_per_session,
+        client_closes: config.client_closes,
         replies_per_sec: total.in_window as f64 / secs,
         replies: total.replies,
         unsent: total.unsent,

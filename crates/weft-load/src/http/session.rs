@@ -95,6 +95,9 @@ pub struct SessionPlan {
     pub host: String,
     pub names: Names,
     pub requests_per_session: usize,
+    /// The session's last request does not carry `Connection: close`: the client closes
+    /// after its reply (httperf's sessions).
+    pub client_closes: bool,
     pub think: Duration,
     pub timeout: Duration,
     pub count_from: Instant,
@@ -126,7 +129,7 @@ pub fn run(plan: &SessionPlan, start: Instant, rng: &mut SmallRng) {
             }
             return;
         }
-        if !conn.request(plan, rng, intended, counted, last) {
+        if !conn.request(plan, rng, intended, counted, last && !plan.client_closes) {
             return;
         }
         if !last && !plan.think.is_zero() {
@@ -134,6 +137,8 @@ pub fn run(plan: &SessionPlan, start: Instant, rng: &mut SmallRng) {
         }
         intended = Instant::now();
     }
+    // Dropping `conn` closes the connection: with `client_closes`, the client's FIN is how
+    // the server learns the session is over.
 }
 
 /// Closed loop on one keep-alive connection: each request is intended the moment the
