@@ -126,7 +126,9 @@ pub(crate) fn refill_op_budget() {
     with(|c| c.op_budget.set(OP_BUDGET_PER_RUN));
 }
 
-/// Runs `f` with this thread's pool of spare send buffers. `f` must not switch fibers.
+/// Runs `f` with this thread's pool of spare send buffers. `f` must not switch fibers. Never
+/// inlined, as every accessor here (module docs): its caller may park between two uses.
+#[inline(never)]
 pub(crate) fn with_send_buffers<R>(f: impl FnOnce(&mut Vec<Vec<u8>>) -> R) -> R {
     SEND_BUFFERS.with(|p| f(&mut p.borrow_mut()))
 }
