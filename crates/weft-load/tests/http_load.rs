@@ -35,20 +35,9 @@ fn serve(conn: TcpStream, status: u16, hold: bool, each: Option<Duration>) {
     let mut out = conn.try_clone().unwrap();
     let mut reader = BufReader::new(conn);
     loop {
-        let mut close = false;
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            if line.eq_ignore_ascii_case("connection: close\r\n") {
-                close = true;
-            }
-            if line == "\r\n" {
-                break;
-            }
-        }
+        let Some(close) = read_head(&mut reader) else {
+            return;
+        };
         if hold {
             std::thread::sleep(Duration::from_secs(5));
             return;
@@ -64,6 +53,25 @@ fn serve(conn: TcpStream, status: u16, hold: bool, each: Option<Duration>) {
         );
         if out.write_all(head.as_bytes()).is_err() || out.write_all(&body).is_err() || close {
             return;
+        }
+    }
+}
+
+/// Reads one request head; whether it asked to close (`Connection: close`), or `None` at the
+/// end of the stream.
+fn read_head(reader: &mut BufReader<TcpStream>) -> Option<bool> {
+    let mut close = false;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        if line.eq_ignore_ascii_case("connection: close\r\n") {
+            close = true;
+        }
+        if line == "\r\n" {
+            return Some(close);
         }
     }
 }
@@ -236,23 +244,12 @@ fn ending_server() -> (String, std::sync::Arc<Endings>) {
                 let mut reader = BufReader::new(conn);
                 let mut requests = 0;
                 loop {
-                    let mut close = false;
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            if requests > 0 {
-                                record.closed_by_client.lock().unwrap().push(requests);
-                            }
-                            return;
+                    let Some(close) = read_head(&mut reader) else {
+                        if requests > 0 {
+                            record.closed_by_client.lock().unwrap().push(requests);
                         }
-                        if line.eq_ignore_ascii_case("connection: close\r\n") {
-                            close = true;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                    }
+                        return;
+                    };
                     requests += 1;
                     if close {
                         record.asked_to_close.fetch_add(1, Ordering::Relaxed);

@@ -119,14 +119,9 @@ impl SendSide {
         reg: &Registration,
         bufs: &[IoSlice<'_>],
     ) -> io::Result<usize> {
-        let fd = self.sock().as_raw_fd();
-        let deadline = OnceCell::new();
-        let deadline = || *deadline.get_or_init(|| self.deadline());
-        let mut claim = self.slot.claim();
-        claim.settle(true, |rest| sockio::send_now(fd, reg, rest, deadline()))?;
         // As the ordinary path of `send_vectored`: the claim is not held across the send.
-        drop(claim);
-        sockio::send_vectored_more_now(fd, reg, bufs, deadline())
+        self.settle(reg)?;
+        sockio::send_vectored_more_now(self.sock().as_raw_fd(), reg, bufs, self.deadline())
     }
 
     /// Settles the write-behind send in flight, if any (see `io/behind.rs`): afterwards every
