@@ -19,6 +19,9 @@
 # at most); then benches/defer_accept_summary.py's min–median–max by rate and server, and
 # `--defer-accept 0` over the default by round.
 #
+# The setting `valid60` runs WEFT with `--open-file-cache-valid-ms 60000`, the window nginx's
+# `open_file_cache` serves a file unchecked in (weft's default checks every request).
+#
 # To A/B a change, WEFT_BASE names a second `weft` binary (the build before it) and the
 # setting `base` runs it with the defaults; the summary then gives defer1 (WEFT) over base.
 #
@@ -31,7 +34,7 @@
 # CLOSE (server, the default: the last request of a session carries `Connection: close`;
 # client: httperf's sessions, the client closes after the last reply, `--client-closes`),
 # QUOTA_PCT (0: the whole core), SETTINGS (default "defer1 defer0 nginx nginx-deferred"; also
-# base, with WEFT_BASE).
+# base, with WEFT_BASE, and valid60).
 set -euo pipefail
 
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
@@ -54,7 +57,7 @@ esac
 read -r -a settings <<<"${SETTINGS:-defer1 defer0 nginx nginx-deferred}"
 for s in "${settings[@]}"; do
     case $s in
-    defer1 | defer0 | nginx | nginx-deferred) ;;
+    defer1 | defer0 | nginx | nginx-deferred | valid60) ;;
     base)
         if [ ! -x "${WEFT_BASE:-}" ]; then
             echo "setting 'base' needs WEFT_BASE, an executable weft binary" >&2
@@ -62,7 +65,7 @@ for s in "${settings[@]}"; do
         fi
         ;;
     *)
-        echo "unknown setting '$s' (defer1, defer0, nginx, nginx-deferred or base)" >&2
+        echo "unknown setting '$s' (defer1, defer0, nginx, nginx-deferred, valid60 or base)" >&2
         exit 2
         ;;
     esac
@@ -140,6 +143,10 @@ start() {
     defer1 | defer0)
         in_quota taskset -c 0 "$WEFT" http --root "$work/www" --listen "127.0.0.1:$port" \
             --defer-accept "${1#defer}" >/dev/null 2>>"$work/weft.log" &
+        ;;
+    valid60)
+        in_quota taskset -c 0 "$WEFT" http --root "$work/www" --listen "127.0.0.1:$port" \
+            --open-file-cache-valid-ms 60000 >/dev/null 2>>"$work/weft.log" &
         ;;
     base)
         in_quota taskset -c 0 "$WEFT_BASE" http --root "$work/www" --listen "127.0.0.1:$port" \

@@ -5,7 +5,8 @@ Input: the script's lines, `round rate server replies_per_sec errors p50_ms p99_
 cpu_us_per_reply load_busy` (lines starting with `#` and the header are skipped). Output, by rate: each
 server's replies/s, errors, p99, p99.9, CPU a reply and the load's busy share as min–median–max over its runs; then
 `--defer-accept 0` (defer0) over the default (defer1) and nginx without `deferred` over nginx
-with it, weft over nginx, and weft over an earlier build (base), by round, for p99, p99.9 and CPU a reply, as min–median–max with the count of rounds
+with it, weft over nginx, weft over an earlier build (base), and weft with nginx's
+open-file cache window (valid60) over weft's default and over nginx, by round, for p99, p99.9 and CPU a reply, as min–median–max with the count of rounds
 the first is at or under the second.
 
 Usage: defer_accept_summary.py RUNS.txt
@@ -16,7 +17,14 @@ import sys
 from collections import defaultdict
 
 FIELDS = ("replies_per_sec", "errors", "p50_ms", "p99_ms", "p999_ms", "cpu_us_per_reply", "load_busy")
-PAIRS = (("defer0", "defer1"), ("nginx", "nginx-deferred"), ("defer1", "nginx"), ("defer1", "base"))
+PAIRS = (
+    ("defer0", "defer1"),
+    ("nginx", "nginx-deferred"),
+    ("defer1", "nginx"),
+    ("defer1", "base"),
+    ("valid60", "defer1"),
+    ("valid60", "nginx"),
+)
 
 
 def parse(lines):

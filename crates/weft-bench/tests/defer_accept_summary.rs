@@ -84,6 +84,46 @@ fn defer0_is_paired_with_the_default_by_round_and_rate() {
     assert!(at_12000.contains("p99 5–5–5 ms"), "{at_12000}");
 }
 
+/// The open-file cache window nginx's `open_file_cache` has (valid60) is paired with weft's
+/// default and with nginx.
+#[test]
+fn valid60_is_paired_with_the_default_and_with_nginx() {
+    let dir = scratch("valid60");
+    let path = dir.join("runs.txt");
+    let body = [
+        line(1, 9000, "defer1", 4.0, 8.0, 40.0),
+        line(1, 9000, "valid60", 2.0, 8.0, 38.0),
+        line(1, 9000, "nginx", 1.0, 4.0, 38.0),
+    ]
+    .concat();
+    std::fs::write(&path, body).expect("write the runs");
+    let Some(out) = summarize(&path) else {
+        return;
+    };
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let find = |pair: &str| {
+        out.stdout
+            .lines()
+            .find(|l| l.contains(pair))
+            .unwrap_or_else(|| panic!("no {pair} line in {}", out.stdout))
+            .to_owned()
+    };
+    let over_default = find("valid60 / defer1");
+    assert!(
+        over_default.contains("p99 0.5–0.5–0.5 (1 of 1 at or under)"),
+        "{over_default}"
+    );
+    let over_nginx = find("valid60 / nginx");
+    assert!(
+        over_nginx.contains("p99 2–2–2 (0 of 1 at or under)"),
+        "{over_nginx}"
+    );
+    assert!(
+        over_nginx.contains("CPU 1–1–1 (1 of 1 at or under)"),
+        "{over_nginx}"
+    );
+}
+
 #[test]
 fn a_line_that_is_not_a_run_is_refused_with_its_number() {
     let dir = scratch("refused");

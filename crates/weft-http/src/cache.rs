@@ -2,20 +2,27 @@
 //! lines that depend only on the file, built once (and, for small files, the bytes).
 //!
 //! Invariants:
-//! - every hit `fstat`s the entry's descriptor: a different size or modification time (the
-//!   file was truncated, grown or rewritten) or no link left (deleted, or replaced by a
-//!   rename) drops the entry and reopens through [`Root::open`], so the length a head
-//!   announces is what the descriptor held just before the head was written;
-//! - once a second the first request also re-`stat`s the path, and a different device,
-//!   inode, size or modification time (another file there) drops the entry likewise;
+//! - with `valid` zero (the default) every hit `fstat`s the entry's descriptor: a different
+//!   size or modification time (the file was truncated, grown or rewritten) or no link left
+//!   (deleted, or replaced by a rename) drops the entry and reopens through [`Root::open`], so
+//!   the length a head announces is what the descriptor held just before the head was
+//!   written; and once a second the first request also re-`stat`s the path, and a different
+//!   device, inode, size or modification time (another file there) drops the entry likewise;
+//! - with `valid` above zero (the operator's choice, nginx's `open_file_cache_valid`) an
+//!   entry is served without a check for `valid` after its last one, and the first request
+//!   after that re-`stat`s the path as above (the path naming the same inode with the same
+//!   size and time means the descriptor holds what it held). Within the window a file
+//!   changed in place can be announced with its old length: a body served from memory is the
+//!   old bytes, one sent from the descriptor that comes up short ends the connection
+//!   (`conn.rs`'s truncation path), as nginx's does;
 //! - entries are `Arc`s, so evicting or replacing one never closes a descriptor a response is
 //!   still sending from;
 //! - the shard locks are `std::sync::Mutex`es held only for a map lookup, insert or removal,
 //!   never across I/O or a park (the fiber contract); no two are ever held at once.
 //!
 //! Opening runs on the blocking pool (it may read directories from disk); revalidation is an
-//! `fstat` (every hit) and an `fstatat` (once a second) on the processor (the inode and the
-//! dentries of a path just served are in memory).
+//! `fstat` (every hit, with `valid` zero) and an `fstatat` (once a second, or once a `valid`)
+//! on the processor (the inode and the dentries of a path just served are in memory).
 //!
 //! Concurrent misses of one path share one open: the first opens (the path is then in its
 //! shard's `opening` map) and the others wait for its outcome, which they take as theirs (it
@@ -76,9 +83,15 @@ pub struct CachedFile {
     /// The whole file, when it is at most `memory_max_bytes` long.
     pub body: Option<Box<[u8]>>,
     identity: Identity,
-    /// Cache-clock second of the last check against the path.
-    checked_secs: AtomicU64,
+    /// Cache-clock millisecond of the last check against the path ([`UNCHECKED`]: none).
+    checked_ms: AtomicU64,
 }
+
+/// `checked_ms` of an entry the next hit must check.
+const UNCHECKED: u64 = u64::MAX;
+
+/// How often the path is checked when every hit checks the descriptor (`valid` zero).
+const STRICT_PATH_CHECK_MS: u64 = 1000;
 
 impl CachedFile {
     /// `header_lines` without `Content-Type` (for a multipart response, whose type differs).
@@ -173,9 +186,12 @@ pub struct FileCache {
     max_per_shard: usize,
     /// Files up to this size are kept in memory too.
     memory_max_bytes: u64,
-    /// The cache clock's origin on the coarse monotonic clock (seconds are counted from
-    /// here).
-    origin_secs: u64,
+    /// How long an entry is served unchecked after a check, in milliseconds (0: every hit
+    /// checks the descriptor; see the module docs).
+    valid_ms: u64,
+    /// The cache clock's origin on the coarse monotonic clock, in nanoseconds (milliseconds
+    /// are counted from here).
+    origin_ns: u64,
     /// Opens made (tests count them).
     #[cfg(test)]
     opens: AtomicU64,
@@ -185,7 +201,9 @@ pub struct FileCache {
 }
 
 impl FileCache {
-    pub fn new(max_entries: usize, memory_max_bytes: u64) -> FileCache {
+    /// A cache of at most `max_entries` files, those up to `memory_max_bytes` in memory too,
+    /// each served unchecked for `valid` after a check (zero: every hit checks).
+    pub fn new(max_entries: usize, memory_max_bytes: u64, valid: std::time::Duration) -> FileCache {
         FileCache {
             shards: (0..SHARDS)
                 .map(|_| Mutex::new(ShardMap::default()))
@@ -193,7 +211,8 @@ impl FileCache {
             hasher: RandomState::new(),
             max_per_shard: max_entries.div_ceil(SHARDS).max(1),
             memory_max_bytes,
-            origin_secs: weft::coarse_clock::monotonic_secs(),
+            valid_ms: u64::try_from(valid.as_millis()).unwrap_or(u64::MAX),
+            origin_ns: weft::coarse_clock::monotonic_ns(),
             #[cfg(test)]
             opens: AtomicU64::new(0),
             #[cfg(test)]
@@ -205,32 +224,41 @@ impl FileCache {
         &self.shards[self.hasher.hash_one(relative) as usize % SHARDS]
     }
 
-    /// Seconds since the cache was made, on the coarse monotonic clock (a tick behind at
-    /// most: the once-a-second check needs no more, `weft::coarse_clock`).
-    fn now_secs(&self) -> u64 {
-        weft::coarse_clock::monotonic_secs().saturating_sub(self.origin_secs)
+    /// Milliseconds since the cache was made, on the coarse monotonic clock (a tick behind
+    /// at most: the checks' intervals need no more, `weft::coarse_clock`).
+    fn now_ms(&self) -> u64 {
+        weft::coarse_clock::monotonic_ns().saturating_sub(self.origin_ns) / 1_000_000
     }
 
-    /// Looks `relative` up below `root`: from the cache when the entry was checked this
-    /// second or the path still names the same file, otherwise by opening it.
+    /// Looks `relative` up below `root`: from the cache when the entry still holds what the
+    /// file holds (or, with `valid` above zero, was checked within it), otherwise by opening
+    /// it.
     pub fn lookup(&self, root: &Arc<Root>, relative: &[u8]) -> Result<Lookup, OpenError> {
         let shard = self.shard(relative);
         let cached = lock(shard).files.get(relative).cloned();
         if let Some(entry) = cached {
-            // Every hit: the descriptor must still hold what the head will announce (length,
-            // modification time) and still be linked, so a file truncated, grown, rewritten,
-            // replaced (the old inode loses its last link) or deleted is never answered from
-            // the old entry. One fstat on a descriptor already open.
-            if descriptor_unchanged(&entry) {
-                let now = self.now_secs();
-                if entry.checked_secs.load(Ordering::Relaxed) == now {
-                    return Ok(Lookup::File(entry));
-                }
-                // Once a second, the path too (a different file there, e.g. with another
-                // hard link to the old one still alive).
+            let now = self.now_ms();
+            let checked = entry.checked_ms.load(Ordering::Relaxed);
+            let path_every_ms = if self.valid_ms == 0 {
+                STRICT_PATH_CHECK_MS
+            } else {
+                self.valid_ms
+            };
+            let recent = checked <= now && now - checked < path_every_ms;
+            // With `valid` zero, every hit: the descriptor must still hold what the head will
+            // announce (length, modification time) and still be linked, so a file truncated,
+            // grown, rewritten, replaced (the old inode loses its last link) or deleted is
+            // never answered from the old entry. One fstat on a descriptor already open.
+            let descriptor_ok = self.valid_ms > 0 || descriptor_unchanged(&entry);
+            if descriptor_ok && recent {
+                return Ok(Lookup::File(entry));
+            }
+            // Once an interval, the path (a different file there, e.g. with another hard
+            // link to the old one still alive; with `valid`, every change).
+            if descriptor_ok {
                 if let Ok(st) = root.stat(relative) {
                     if identity_of_stat(&st) == entry.identity {
-                        entry.checked_secs.store(now, Ordering::Relaxed);
+                        entry.checked_ms.store(now, Ordering::Relaxed);
                         return Ok(Lookup::File(entry));
                     }
                 }
@@ -299,7 +327,7 @@ impl FileCache {
         let Some(mut entry) = opened else {
             return Ok(Lookup::Directory);
         };
-        entry.checked_secs = AtomicU64::new(self.now_secs());
+        entry.checked_ms = AtomicU64::new(self.now_ms());
         let entry = Arc::new(entry);
         let mut map = lock(shard);
         if map.files.len() >= self.max_per_shard {
@@ -413,13 +441,16 @@ fn open_entry(
         type_line_len,
         body,
         identity,
-        checked_secs: AtomicU64::new(0),
+        checked_ms: AtomicU64::new(UNCHECKED),
     }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every hit checks (the default).
+    const STRICT: std::time::Duration = std::time::Duration::ZERO;
 
     fn setup() -> (tempfile::TempDir, Arc<Root>) {
         let dir = tempfile::tempdir().unwrap();
@@ -443,7 +474,7 @@ mod tests {
     fn concurrent_misses_of_one_path_share_one_open() {
         let (dir, root) = setup();
         std::fs::write(dir.path().join("b.html"), b"shared").unwrap();
-        let mut cache = FileCache::new(100, 1024);
+        let mut cache = FileCache::new(100, 1024, STRICT);
         // Longer than 200 lookups take to start, on a loaded test machine too.
         cache.open_delay = std::time::Duration::from_millis(200);
         let cache = Arc::new(cache);
@@ -500,7 +531,7 @@ mod tests {
     fn a_shard_poisoned_by_a_panic_aborts_the_next_lookup() {
         if std::env::var_os(POISON_CHILD_ENV).is_some() {
             let (_dir, root) = setup();
-            let cache = FileCache::new(100, 1024);
+            let cache = FileCache::new(100, 1024, STRICT);
             let _ = file(cache.lookup(&root, b"a.html"));
             std::thread::scope(|s| {
                 let joined = s
@@ -542,7 +573,7 @@ mod tests {
     #[test]
     fn describes_files() {
         let (_dir, root) = setup();
-        let cache = FileCache::new(100, 1024);
+        let cache = FileCache::new(100, 1024, STRICT);
         let f = file(cache.lookup(&root, b"a.html"));
         assert_eq!(f.len, 5);
         assert_eq!(f.body.as_deref(), Some(&b"hello"[..]));
@@ -560,27 +591,27 @@ mod tests {
             cache.lookup(&root, b"x"),
             Err(OpenError::NotFound)
         ));
-        let big = FileCache::new(100, 2);
+        let big = FileCache::new(100, 2, STRICT);
         assert!(file(big.lookup(&root, b"a.html")).body.is_none());
     }
 
     #[test]
     fn hits_reuse_the_entry_and_changes_are_noticed() {
         let (dir, root) = setup();
-        let cache = FileCache::new(100, 1024);
+        let cache = FileCache::new(100, 1024, STRICT);
         let first = file(cache.lookup(&root, b"a.html"));
         let again = file(cache.lookup(&root, b"a.html"));
         assert!(Arc::ptr_eq(&first, &again));
         // A replaced file is noticed at the next check (forced here by aging the entry).
         std::fs::write(dir.path().join("new"), b"changed!").unwrap();
         std::fs::rename(dir.path().join("new"), dir.path().join("a.html")).unwrap();
-        again.checked_secs.store(u64::MAX, Ordering::Relaxed);
+        again.checked_ms.store(UNCHECKED, Ordering::Relaxed);
         let changed = file(cache.lookup(&root, b"a.html"));
         assert_eq!(changed.len, 8);
         assert_eq!(changed.body.as_deref(), Some(&b"changed!"[..]));
         // A deleted file is noticed too.
         std::fs::remove_file(dir.path().join("a.html")).unwrap();
-        changed.checked_secs.store(u64::MAX, Ordering::Relaxed);
+        changed.checked_ms.store(UNCHECKED, Ordering::Relaxed);
         assert!(matches!(
             cache.lookup(&root, b"a.html"),
             Err(OpenError::NotFound)
@@ -590,9 +621,9 @@ mod tests {
     #[test]
     fn changes_within_the_second_are_noticed_on_the_descriptor() {
         let (dir, root) = setup();
-        let cache = FileCache::new(100, 1024);
+        let cache = FileCache::new(100, 1024, STRICT);
         let first = file(cache.lookup(&root, b"a.html"));
-        // Truncated in place: same inode, the entry is still "checked this second".
+        // Truncated in place: same inode, the entry's path was checked within the second.
         std::fs::write(dir.path().join("a.html"), b"hi").unwrap();
         let now = file(cache.lookup(&root, b"a.html"));
         assert!(!Arc::ptr_eq(&first, &now));
@@ -605,6 +636,57 @@ mod tests {
         ));
     }
 
+    /// With `valid` above zero (nginx's `open_file_cache_valid`) an entry is served unchecked
+    /// within it, and the first hit after it sees any change.
+    #[test]
+    fn with_valid_an_entry_is_trusted_that_long_then_checked() {
+        let (dir, root) = setup();
+        let cache = FileCache::new(100, 1024, std::time::Duration::from_secs(3600));
+        let first = file(cache.lookup(&root, b"a.html"));
+        // Rewritten in place with another length: within the window, the old entry.
+        std::fs::write(dir.path().join("a.html"), b"hi").unwrap();
+        let again = file(cache.lookup(&root, b"a.html"));
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_eq!(again.body.as_deref(), Some(&b"hello"[..]));
+        // Past the window (forced by aging the entry): the change is seen.
+        again.checked_ms.store(UNCHECKED, Ordering::Relaxed);
+        let now = file(cache.lookup(&root, b"a.html"));
+        assert!(!Arc::ptr_eq(&first, &now));
+        assert_eq!(now.body.as_deref(), Some(&b"hi"[..]));
+        // An unchanged file passes the check and keeps its entry.
+        now.checked_ms.store(UNCHECKED, Ordering::Relaxed);
+        let kept = file(cache.lookup(&root, b"a.html"));
+        assert!(Arc::ptr_eq(&now, &kept));
+        assert_ne!(kept.checked_ms.load(Ordering::Relaxed), UNCHECKED);
+        // Replaced by a rename, then deleted: each seen at the check after the window.
+        std::fs::write(dir.path().join("new"), b"renamed").unwrap();
+        std::fs::rename(dir.path().join("new"), dir.path().join("a.html")).unwrap();
+        assert!(Arc::ptr_eq(&kept, &file(cache.lookup(&root, b"a.html"))));
+        kept.checked_ms.store(UNCHECKED, Ordering::Relaxed);
+        let renamed = file(cache.lookup(&root, b"a.html"));
+        assert_eq!(renamed.body.as_deref(), Some(&b"renamed"[..]));
+        std::fs::remove_file(dir.path().join("a.html")).unwrap();
+        renamed.checked_ms.store(UNCHECKED, Ordering::Relaxed);
+        assert!(matches!(
+            cache.lookup(&root, b"a.html"),
+            Err(OpenError::NotFound)
+        ));
+    }
+
+    /// The window is time on the cache's clock: once it has passed (with a tick's margin and
+    /// more), the next hit checks.
+    #[test]
+    fn a_change_is_seen_once_the_window_passed() {
+        let (dir, root) = setup();
+        let cache = FileCache::new(100, 1024, std::time::Duration::from_millis(50));
+        let first = file(cache.lookup(&root, b"a.html"));
+        std::fs::write(dir.path().join("a.html"), b"changed!").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let now = file(cache.lookup(&root, b"a.html"));
+        assert!(!Arc::ptr_eq(&first, &now));
+        assert_eq!(now.body.as_deref(), Some(&b"changed!"[..]));
+    }
+
     #[test]
     fn bounded() {
         let dir = tempfile::tempdir().unwrap();
@@ -612,7 +694,7 @@ mod tests {
             std::fs::write(dir.path().join(i.to_string()), b"x").unwrap();
         }
         let root = Arc::new(Root::new(dir.path(), false).unwrap());
-        let cache = FileCache::new(32, 0);
+        let cache = FileCache::new(32, 0, STRICT);
         for i in 0..200 {
             file(cache.lookup(&root, i.to_string().as_bytes()));
         }

@@ -52,6 +52,12 @@ pub struct Config {
     pub send_timeout: Duration,
     /// Most files kept open in the open-file cache.
     pub open_file_cache_entries: usize,
+    /// How long an open-file cache entry is served without looking at the file after it was
+    /// last checked (nginx's `open_file_cache_valid`; zero: every request checks the open
+    /// descriptor, so a file changed, replaced or deleted is never answered from the old
+    /// entry). Within the window a changed file can be served as it was, or, if it shrank in
+    /// place and is sent from the descriptor, its response ends early with the connection.
+    pub open_file_cache_valid: Duration,
     /// Files up to this size are also kept in memory and sent with the head in one write
     /// (`0`: every body goes through `send_file`).
     pub memory_max_bytes: u64,
@@ -91,6 +97,7 @@ impl Config {
             keepalive_timeout: Duration::from_secs(75),
             send_timeout: Duration::from_secs(60),
             open_file_cache_entries: 8192,
+            open_file_cache_valid: Duration::ZERO,
             memory_max_bytes: DEFAULT_MEMORY_MAX_BYTES,
             symlinks_may_leave_root: false,
             shutdown_grace: Duration::from_secs(30),

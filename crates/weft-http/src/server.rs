@@ -213,7 +213,11 @@ impl Server {
         let cluster = builder.build()?;
         let admission = Admission::new(config.max_unanswered);
         let shared = Arc::new(Shared {
-            cache: FileCache::new(config.open_file_cache_entries, config.memory_max_bytes),
+            cache: FileCache::new(
+                config.open_file_cache_entries,
+                config.memory_max_bytes,
+                config.open_file_cache_valid,
+            ),
             config,
             root,
             date: DateCache::new(),

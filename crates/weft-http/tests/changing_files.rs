@@ -109,3 +109,51 @@ fn a_file_truncated_in_flight_ends_the_connection() {
     assert_eq!(announced, len);
     assert!(got < len, "got {got} of {len}");
 }
+
+/// With `open_file_cache_valid` above zero (nginx's `open_file_cache_valid`, the operator's
+/// choice) a file changed within the window is served as it was: from memory, the old bytes
+/// under the old length; from the descriptor after it shrank in place, the old length and a
+/// short body, then the connection ends (never a hang, never another response's bytes).
+/// Other connections are served all along; after the window the change shows.
+#[test]
+fn within_the_valid_window_a_changed_file_is_served_as_it_was_or_ends_its_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let (big, small) = (dir.path().join("big.bin"), dir.path().join("small.txt"));
+    std::fs::write(&big, content(100_000, 1)).unwrap();
+    std::fs::write(&small, content(5_000, 1)).unwrap();
+    let mut config = common::config(dir.path());
+    config.open_file_cache_valid = std::time::Duration::from_millis(1500);
+    let server = TestServer::start(config);
+    let mut s = server.connect();
+    assert!(fetch(&mut s, "/big.bin").body == content(100_000, 1));
+    assert!(fetch(&mut s, "/small.txt").body == content(5_000, 1));
+
+    rewrite_in_place(&small, &content(5_000, 2));
+    assert!(
+        fetch(&mut s, "/small.txt").body == content(5_000, 1),
+        "from memory within the window: the bytes as they were"
+    );
+
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&big)
+        .unwrap()
+        .set_len(50_000)
+        .unwrap();
+    s.write_all(get("/big.bin", "").as_bytes()).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let announced = read_head_content_length(&mut s);
+    let got = read_to_eof(&mut s);
+    assert_eq!(announced, 100_000);
+    assert_eq!(got, 50_000, "the bytes the file still has, then the end");
+
+    let mut other = server.connect();
+    assert!(fetch(&mut other, "/small.txt").body == content(5_000, 1));
+
+    // Past the window (1.5 s and the coarse clock's tick): both changes show.
+    std::thread::sleep(std::time::Duration::from_millis(2000));
+    assert!(fetch(&mut other, "/small.txt").body == content(5_000, 2));
+    let r = fetch(&mut other, "/big.bin");
+    assert!(r.body == content(100_000, 1)[..50_000]);
+}

@@ -115,6 +115,15 @@ pub struct HttpArgs {
     #[arg(long, default_value_t = 8192, value_name = "N")]
     open_files: usize,
 
+    /// How long a cached open file is served without looking at the file again, in
+    /// milliseconds (nginx's open_file_cache_valid, 60 s there). 0, the default: every
+    /// request checks it, so a file changed, replaced or deleted is never served as it was.
+    /// Above 0 a change shows at the first request after the window; until then the old
+    /// bytes are served, or a response from a file that shrank in place ends early.
+    #[arg(long, default_value_t = 0, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
+    open_file_cache_valid_ms: u64,
+
     /// Serve symlinks that point outside the root (refused with 403 by default).
     #[arg(long)]
     allow_symlinks_outside_root: bool,
@@ -167,6 +176,7 @@ pub fn run(args: HttpArgs) -> anyhow::Result<()> {
     config.max_ranges = args.max_ranges;
     config.memory_max_bytes = args.memory_max_bytes;
     config.open_file_cache_entries = args.open_files.max(1);
+    config.open_file_cache_valid = Duration::from_millis(args.open_file_cache_valid_ms);
     config.symlinks_may_leave_root = args.allow_symlinks_outside_root;
     config.defer_accept_secs = args.defer_accept;
     config.threads_per_connection = args.threads_per_connection;

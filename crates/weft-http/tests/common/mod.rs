@@ -201,25 +201,39 @@ pub fn truncate_in_flight(addr: std::net::SocketAddr, p: &Path, path: &str) -> (
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
         .unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(s.read(&mut byte).unwrap(), 1);
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
-    let announced: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Length: "))
-        .unwrap()
-        .parse()
-        .unwrap();
+    let announced = read_head_content_length(&mut s);
     std::fs::OpenOptions::new()
         .write(true)
         .open(p)
         .unwrap()
         .set_len(1 << 20)
         .unwrap();
+    (read_to_eof(&mut s), announced)
+}
+
+/// Reads a response head byte by byte; returns its Content-Length.
+pub fn read_head_content_length(s: &mut impl Read) -> usize {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            s.read(&mut byte).unwrap(),
+            1,
+            "the connection ended in a head"
+        );
+        head.push(byte[0]);
+    }
+    String::from_utf8(head)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Reads until the server ends the connection (EOF or reset); returns the bytes read.
+pub fn read_to_eof(s: &mut impl Read) -> usize {
     let mut got = 0;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -228,10 +242,10 @@ pub fn truncate_in_flight(addr: std::net::SocketAddr, p: &Path, path: &str) -> (
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
-            Err(e) => panic!("no EOF after a truncated body ({got} bytes): {e}"),
+            Err(e) => panic!("no EOF after a short body ({got} bytes): {e}"),
         }
     }
-    (got, announced)
+    got
 }
 
 /// A small receive buffer, so a server is still sending a big body when the test acts.
