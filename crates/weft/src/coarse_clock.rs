@@ -1,7 +1,8 @@
 //! The kernel's coarse clocks (`CLOCK_REALTIME_COARSE`, `CLOCK_MONOTONIC_COARSE`): the time of
 //! the last tick, read from the vDSO without reading the time-stamp counter. For figures that
-//! need whole seconds only: the cache's item clock (`weft-cache`'s `store::clock`), the HTTP
-//! server's `Date` header and its open-file cache's once-a-second check. A precise reading costs
+//! a tick's lag cannot hurt: the cache's item clock (`weft-cache`'s `store::clock`), the HTTP
+//! server's `Date` header and its open-file cache's checks (once a second, or once a window
+//! of milliseconds). A precise reading costs
 //! about 50 ns here, several a request when a server reads one per figure
 //! (`docs/notes/scale.md`).
 //!
