@@ -25,8 +25,10 @@
 //! on the processor (the inode and the dentries of a path just served are in memory).
 //!
 //! Concurrent misses of one path share one open: the first opens (the path is then in its
-//! shard's `opening` map) and the others wait for its outcome, which they take as theirs (it
-//! was opened after their requests came). Without it, 4,000 connections' first requests for one
+//! shard's `opening` map) and the others wait for its outcome, which they take as theirs. That
+//! is fresh for a request that came before the open began; one that came while the open was
+//! under way, after its `stat`, gets the file as it was then (a window of one open, the one
+//! exception to the first invariant; docs/notes/scale.md, "What to try next"). Without it, 4,000 connections' first requests for one
 //! file made 4,000 opens on 64 blocking-pool threads. The opener clears the `opening` entry and
 //! releases the waiters whatever happens to it (a guard, so a panic or a cancellation too); a
 //! waiter that finds no outcome (the opener unwound) or is cancelled while waiting opens by
