@@ -191,6 +191,9 @@ pub struct FileCache {
     /// How long an entry is served unchecked after a check, in milliseconds (0: every hit
     /// checks the descriptor; see the module docs).
     valid_ms: u64,
+    /// How long after a check of the path the next one is made, in milliseconds: `valid_ms`,
+    /// or once a second when every hit checks the descriptor.
+    path_check_ms: u64,
     /// The cache clock's origin on the coarse monotonic clock, in nanoseconds (milliseconds
     /// are counted from here).
     origin_ns: u64,
@@ -206,6 +209,7 @@ impl FileCache {
     /// A cache of at most `max_entries` files, those up to `memory_max_bytes` in memory too,
     /// each served unchecked for `valid` after a check (zero: every hit checks).
     pub fn new(max_entries: usize, memory_max_bytes: u64, valid: std::time::Duration) -> FileCache {
+        let valid_ms = u64::try_from(valid.as_millis()).unwrap_or(u64::MAX);
         FileCache {
             shards: (0..SHARDS)
                 .map(|_| Mutex::new(ShardMap::default()))
@@ -213,7 +217,12 @@ impl FileCache {
             hasher: RandomState::new(),
             max_per_shard: max_entries.div_ceil(SHARDS).max(1),
             memory_max_bytes,
-            valid_ms: u64::try_from(valid.as_millis()).unwrap_or(u64::MAX),
+            valid_ms,
+            path_check_ms: if valid_ms == 0 {
+                STRICT_PATH_CHECK_MS
+            } else {
+                valid_ms
+            },
             origin_ns: weft::coarse_clock::monotonic_ns(),
             #[cfg(test)]
             opens: AtomicU64::new(0),
@@ -241,12 +250,7 @@ impl FileCache {
         if let Some(entry) = cached {
             let now = self.now_ms();
             let checked = entry.checked_ms.load(Ordering::Relaxed);
-            let path_every_ms = if self.valid_ms == 0 {
-                STRICT_PATH_CHECK_MS
-            } else {
-                self.valid_ms
-            };
-            let recent = checked <= now && now - checked < path_every_ms;
+            let recent = checked <= now && now - checked < self.path_check_ms;
             // With `valid` zero, every hit: the descriptor must still hold what the head will
             // announce (length, modification time) and still be linked, so a file truncated,
             // grown, rewritten, replaced (the old inode loses its last link) or deleted is
