@@ -42,6 +42,8 @@ use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use weft::io::arrival::{Arrival, Verified};
+
 use crate::root::{OpenError, Root};
 
 /// How many independent maps the cache is split into (fewer lock collisions between
@@ -87,6 +89,9 @@ pub struct CachedFile {
     identity: Identity,
     /// Cache-clock millisecond of the last check against the path ([`UNCHECKED`]: none).
     checked_ms: AtomicU64,
+    /// The ticket of the latest check that found the descriptor unchanged (the open's, to
+    /// begin with): a request that arrived before it is served on that check.
+    verified: Verified,
 }
 
 /// `checked_ms` of an entry the next hit must check.
@@ -113,6 +118,9 @@ struct ShardMap {
 
 /// An open in progress that other lookups of the same path wait for.
 struct Opening {
+    /// The opener's ticket, taken before its open looked: only a request that arrived before
+    /// it may take this open's outcome.
+    began: Arrival,
     /// 1 until the opener has stored `outcome` (or given up).
     done: weft::sync::WaitGroup,
     outcome: Mutex<Option<Outcome>>,
@@ -200,6 +208,9 @@ pub struct FileCache {
     /// Opens made (tests count them).
     #[cfg(test)]
     opens: AtomicU64,
+    /// Descriptor checks (`fstat`s) made (tests count them).
+    #[cfg(test)]
+    descriptor_checks: AtomicU64,
     /// How long each open takes at least (tests make it slow, so that lookups overlap it).
     #[cfg(test)]
     open_delay: std::time::Duration,
@@ -227,6 +238,8 @@ impl FileCache {
             #[cfg(test)]
             opens: AtomicU64::new(0),
             #[cfg(test)]
+            descriptor_checks: AtomicU64::new(0),
+            #[cfg(test)]
             open_delay: std::time::Duration::ZERO,
         }
     }
@@ -241,81 +254,129 @@ impl FileCache {
         weft::coarse_clock::monotonic_ns().saturating_sub(self.origin_ns) / 1_000_000
     }
 
-    /// Looks `relative` up below `root`: from the cache when the entry still holds what the
-    /// file holds (or, with `valid` above zero, was checked within it), otherwise by opening
-    /// it.
-    pub fn lookup(&self, root: &Arc<Root>, relative: &[u8]) -> Result<Lookup, OpenError> {
+    /// Looks `relative` up below `root` for a request that arrived at `arrival` (the ticket
+    /// of the read that brought it in, `weft::net::TcpStream::read_arrived`): from the cache
+    /// when the entry still holds what the file held after the request arrived (or, with
+    /// `valid` above zero, was checked within it), otherwise by opening it.
+    pub fn lookup(
+        &self,
+        root: &Arc<Root>,
+        relative: &[u8],
+        arrival: Arrival,
+    ) -> Result<Lookup, OpenError> {
         let shard = self.shard(relative);
-        let cached = lock(shard).files.get(relative).cloned();
-        if let Some(entry) = cached {
-            let now = self.now_ms();
-            let checked = entry.checked_ms.load(Ordering::Relaxed);
-            let recent = checked <= now && now - checked < self.path_check_ms;
-            // With `valid` zero, every hit: the descriptor must still hold what the head will
-            // announce (length, modification time) and still be linked, so a file truncated,
-            // grown, rewritten, replaced (the old inode loses its last link) or deleted is
-            // never answered from the old entry. One fstat on a descriptor already open.
-            let descriptor_ok = self.valid_ms > 0 || descriptor_unchanged(&entry);
-            if descriptor_ok && recent {
-                return Ok(Lookup::File(entry));
+        loop {
+            let cached = lock(shard).files.get(relative).cloned();
+            if let Some(entry) = cached {
+                if let Some(hit) = self.revalidate(shard, root, relative, entry, arrival) {
+                    return Ok(Lookup::File(hit));
+                }
             }
-            // Once an interval, the path (a different file there, e.g. with another hard
-            // link to the old one still alive; with `valid`, every change).
-            if descriptor_ok {
-                if let Ok(st) = root.stat(relative) {
-                    if identity_of_stat(&st) == entry.identity {
-                        entry.checked_ms.store(now, Ordering::Relaxed);
-                        return Ok(Lookup::File(entry));
+            // A miss: open, or wait for the open of this path already under way.
+            let (opening, role) = {
+                let mut map = lock(shard);
+                match map.opening.get(relative) {
+                    Some(o) if arrival < o.began => (o.clone(), Role::Waiter),
+                    Some(o) => (o.clone(), Role::Late),
+                    None => {
+                        let o = Arc::new(Opening {
+                            began: Arrival::now(),
+                            done: weft::sync::WaitGroup::new(),
+                            outcome: Mutex::new(None),
+                        });
+                        o.done.add(1);
+                        map.opening.insert(relative.into(), o.clone());
+                        (o, Role::Opener)
                     }
                 }
-            }
-            let mut map = lock(shard);
-            if map
-                .files
-                .get(relative)
-                .is_some_and(|current| Arc::ptr_eq(current, &entry))
-            {
-                map.files.remove(relative);
-            }
-        }
-        // A miss: open, or wait for the open of this path already under way.
-        let (opening, opener) = {
-            let mut map = lock(shard);
-            match map.opening.get(relative) {
-                Some(o) => (o.clone(), false),
-                None => {
-                    let o = Arc::new(Opening {
-                        done: weft::sync::WaitGroup::new(),
-                        outcome: Mutex::new(None),
-                    });
-                    o.done.add(1);
-                    map.opening.insert(relative.into(), o.clone());
-                    (o, true)
+            };
+            match role {
+                Role::Waiter => {
+                    if opening.done.wait().is_ok() {
+                        if let Some(outcome) = lock(&opening.outcome).clone() {
+                            return outcome.into_lookup();
+                        }
+                    }
+                    // The opener unwound, or this fiber was cancelled: open by ourselves.
+                    return self.open(shard, root, relative, Arrival::now());
+                }
+                Role::Late => {
+                    // That open may have looked before this request arrived: its outcome
+                    // is not ours to take. Let it finish (one open per path at a time), then
+                    // look again: its entry is checked, or the next open is ours or shared.
+                    if opening.done.wait().is_err() {
+                        return self.open(shard, root, relative, Arrival::now());
+                    }
+                }
+                Role::Opener => {
+                    let guard = OpenerGuard {
+                        shard,
+                        relative,
+                        opening,
+                    };
+                    let result = self.open(shard, root, relative, guard.opening.began);
+                    *lock(&guard.opening.outcome) = Some(Outcome::of(&result));
+                    return result;
                 }
             }
-        };
-        if !opener {
-            if opening.done.wait().is_ok() {
-                if let Some(outcome) = lock(&opening.outcome).clone() {
-                    return outcome.into_lookup();
+        }
+    }
+
+    /// The hit path: `entry` if it may answer a request that arrived at `arrival`, after
+    /// whatever checks that takes; `None` (and the entry dropped from the map) when the file
+    /// changed.
+    fn revalidate(
+        &self,
+        shard: &Shard,
+        root: &Arc<Root>,
+        relative: &[u8],
+        entry: Arc<CachedFile>,
+        arrival: Arrival,
+    ) -> Option<Arc<CachedFile>> {
+        let now = self.now_ms();
+        let checked = entry.checked_ms.load(Ordering::Relaxed);
+        let recent = checked <= now && now - checked < self.path_check_ms;
+        // With `valid` zero: the descriptor must still hold what the head will announce
+        // (length, modification time) and still be linked, so a file truncated, grown,
+        // rewritten, replaced (the old inode loses its last link) or deleted is never
+        // answered from the old entry. One fstat on a descriptor already open, made by this
+        // request or, if one began after this request arrived, by another (`Verified`).
+        let descriptor_ok =
+            self.valid_ms > 0 || entry.verified.covers(arrival) || self.check_descriptor(&entry);
+        if descriptor_ok && recent {
+            return Some(entry);
+        }
+        // Once an interval, the path (a different file there, e.g. with another hard link to
+        // the old one still alive; with `valid`, every change).
+        if descriptor_ok {
+            if let Ok(st) = root.stat(relative) {
+                if identity_of_stat(&st) == entry.identity {
+                    entry.checked_ms.store(now, Ordering::Relaxed);
+                    return Some(entry);
                 }
             }
-            // The opener unwound, or this fiber was cancelled: open by ourselves.
-            return self.open(shard, root, relative);
         }
-        let guard = OpenerGuard {
-            shard,
-            relative,
-            opening,
-        };
-        let result = self.open(shard, root, relative);
-        *lock(&guard.opening.outcome) = Some(Outcome::of(&result));
-        result
+        let mut map = lock(shard);
+        if map
+            .files
+            .get(relative)
+            .is_some_and(|current| Arc::ptr_eq(current, &entry))
+        {
+            map.files.remove(relative);
+        }
+        None
     }
 
     /// Opens `relative` on the blocking pool (without looking at opens under way) and caches
-    /// a file.
-    fn open(&self, shard: &Shard, root: &Arc<Root>, relative: &[u8]) -> Result<Lookup, OpenError> {
+    /// a file; `began` is a ticket taken before this call (the requests that arrived before
+    /// it are served on this open).
+    fn open(
+        &self,
+        shard: &Shard,
+        root: &Arc<Root>,
+        relative: &[u8],
+        began: Arrival,
+    ) -> Result<Lookup, OpenError> {
         #[cfg(test)]
         self.opens.fetch_add(1, Ordering::Relaxed);
         let opened = {
@@ -325,9 +386,11 @@ impl FileCache {
             #[cfg(test)]
             let delay = self.open_delay;
             weft::blocking(move || {
+                let opened = open_entry(&root, &relative, memory_max_bytes, began);
+                // After the open looked: a file changed meanwhile is the shared open's hole.
                 #[cfg(test)]
                 std::thread::sleep(delay);
-                open_entry(&root, &relative, memory_max_bytes)
+                opened
             })
         }?;
         let Some(mut entry) = opened else {
@@ -345,6 +408,19 @@ impl FileCache {
         Ok(Lookup::File(entry))
     }
 
+    /// [`descriptor_unchanged`], recorded in the entry's [`Verified`] mark when it holds, with
+    /// a ticket taken before the `fstat`.
+    fn check_descriptor(&self, entry: &CachedFile) -> bool {
+        #[cfg(test)]
+        self.descriptor_checks.fetch_add(1, Ordering::Relaxed);
+        let began = Arrival::now();
+        let unchanged = descriptor_unchanged(entry);
+        if unchanged {
+            entry.verified.checked(began);
+        }
+        unchanged
+    }
+
     /// How many entries the cache holds.
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -354,6 +430,16 @@ impl FileCache {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     crate::fatal::lock(m, "file cache shard")
+}
+
+/// Which part a lookup that missed plays in the path's open.
+enum Role {
+    /// Opens, with the path in `opening`.
+    Opener,
+    /// Takes the outcome of an open that began after its request arrived.
+    Waiter,
+    /// Waits for an open that began before its request arrived, then looks again.
+    Late,
 }
 
 /// Whether the entry's descriptor still has the identity it was opened with and a link.
@@ -382,10 +468,12 @@ fn identity_of_stat(st: &libc::stat) -> Identity {
 }
 
 /// Opens and describes a file (blocking); `None` for a directory.
+/// `began` is the ticket taken before the open (the entry's first check).
 fn open_entry(
     root: &Root,
     relative: &[u8],
     memory_max_bytes: u64,
+    began: Arrival,
 ) -> Result<Option<CachedFile>, OpenError> {
     let mut file = root.open(relative)?;
     let meta = file.metadata().map_err(OpenError::from_io)?;
@@ -448,6 +536,7 @@ fn open_entry(
         body,
         identity,
         checked_ms: AtomicU64::new(UNCHECKED),
+        verified: Verified::new(began),
     }))
 }
 
@@ -494,13 +583,16 @@ mod tests {
             let before = cache.opens.load(Ordering::Relaxed);
             // All start together (and the open is slow): a directory or an error is not
             // cached, so a lookup that began after the first open ended would open again.
+            // Their requests all arrived before the first lookup began (as a burst's first
+            // requests do), so each may take the open's outcome.
+            let arrived = Arrival::now();
             let gate = Arc::new(weft::sync::Barrier::new(FIBERS));
             let handles: Vec<_> = (0..FIBERS)
                 .map(|_| {
                     let (cache, root, gate) = (cache.clone(), root.clone(), gate.clone());
                     cluster.spawn(move || {
                         gate.wait().unwrap();
-                        match cache.lookup(&root, path) {
+                        match cache.lookup(&root, path, arrived) {
                             Ok(Lookup::File(f)) => {
                                 assert_eq!(f.body.as_deref(), Some(&b"shared"[..]));
                                 "file"
@@ -538,7 +630,7 @@ mod tests {
         if std::env::var_os(POISON_CHILD_ENV).is_some() {
             let (_dir, root) = setup();
             let cache = FileCache::new(100, 1024, STRICT);
-            let _ = file(cache.lookup(&root, b"a.html"));
+            let _ = file(cache.lookup(&root, b"a.html", Arrival::now()));
             std::thread::scope(|s| {
                 let joined = s
                     .spawn(|| {
@@ -548,7 +640,7 @@ mod tests {
                     .join();
                 assert!(joined.is_err());
             });
-            let _ = cache.lookup(&root, b"a.html");
+            let _ = cache.lookup(&root, b"a.html", Arrival::now());
             println!("{SERVED_FROM_POISONED}");
             return;
         }
@@ -580,7 +672,7 @@ mod tests {
     fn describes_files() {
         let (_dir, root) = setup();
         let cache = FileCache::new(100, 1024, STRICT);
-        let f = file(cache.lookup(&root, b"a.html"));
+        let f = file(cache.lookup(&root, b"a.html", Arrival::now()));
         assert_eq!(f.len, 5);
         assert_eq!(f.body.as_deref(), Some(&b"hello"[..]));
         let etag = format!("\"{:x}-5\"", f.mtime_secs);
@@ -592,34 +684,39 @@ mod tests {
         );
         assert_eq!(f.content_type, "text/html");
         assert!(f.validator_lines().starts_with(b"Last-Modified: "));
-        assert!(matches!(cache.lookup(&root, b"sub"), Ok(Lookup::Directory)));
         assert!(matches!(
-            cache.lookup(&root, b"x"),
+            cache.lookup(&root, b"sub", Arrival::now()),
+            Ok(Lookup::Directory)
+        ));
+        assert!(matches!(
+            cache.lookup(&root, b"x", Arrival::now()),
             Err(OpenError::NotFound)
         ));
         let big = FileCache::new(100, 2, STRICT);
-        assert!(file(big.lookup(&root, b"a.html")).body.is_none());
+        assert!(file(big.lookup(&root, b"a.html", Arrival::now()))
+            .body
+            .is_none());
     }
 
     #[test]
     fn hits_reuse_the_entry_and_changes_are_noticed() {
         let (dir, root) = setup();
         let cache = FileCache::new(100, 1024, STRICT);
-        let first = file(cache.lookup(&root, b"a.html"));
-        let again = file(cache.lookup(&root, b"a.html"));
+        let first = file(cache.lookup(&root, b"a.html", Arrival::now()));
+        let again = file(cache.lookup(&root, b"a.html", Arrival::now()));
         assert!(Arc::ptr_eq(&first, &again));
         // A replaced file is noticed at the next check (forced here by aging the entry).
         std::fs::write(dir.path().join("new"), b"changed!").unwrap();
         std::fs::rename(dir.path().join("new"), dir.path().join("a.html")).unwrap();
         again.checked_ms.store(UNCHECKED, Ordering::Relaxed);
-        let changed = file(cache.lookup(&root, b"a.html"));
+        let changed = file(cache.lookup(&root, b"a.html", Arrival::now()));
         assert_eq!(changed.len, 8);
         assert_eq!(changed.body.as_deref(), Some(&b"changed!"[..]));
         // A deleted file is noticed too.
         std::fs::remove_file(dir.path().join("a.html")).unwrap();
         changed.checked_ms.store(UNCHECKED, Ordering::Relaxed);
         assert!(matches!(
-            cache.lookup(&root, b"a.html"),
+            cache.lookup(&root, b"a.html", Arrival::now()),
             Err(OpenError::NotFound)
         ));
     }
@@ -628,16 +725,16 @@ mod tests {
     fn changes_within_the_second_are_noticed_on_the_descriptor() {
         let (dir, root) = setup();
         let cache = FileCache::new(100, 1024, STRICT);
-        let first = file(cache.lookup(&root, b"a.html"));
+        let first = file(cache.lookup(&root, b"a.html", Arrival::now()));
         // Truncated in place: same inode, the entry's path was checked within the second.
         std::fs::write(dir.path().join("a.html"), b"hi").unwrap();
-        let now = file(cache.lookup(&root, b"a.html"));
+        let now = file(cache.lookup(&root, b"a.html", Arrival::now()));
         assert!(!Arc::ptr_eq(&first, &now));
         assert_eq!(now.body.as_deref(), Some(&b"hi"[..]));
         // Deleted: the descriptor has no link left.
         std::fs::remove_file(dir.path().join("a.html")).unwrap();
         assert!(matches!(
-            cache.lookup(&root, b"a.html"),
+            cache.lookup(&root, b"a.html", Arrival::now()),
             Err(OpenError::NotFound)
         ));
     }
@@ -648,33 +745,36 @@ mod tests {
     fn with_valid_an_entry_is_trusted_that_long_then_checked() {
         let (dir, root) = setup();
         let cache = FileCache::new(100, 1024, std::time::Duration::from_secs(3600));
-        let first = file(cache.lookup(&root, b"a.html"));
+        let first = file(cache.lookup(&root, b"a.html", Arrival::now()));
         // Rewritten in place with another length: within the window, the old entry.
         std::fs::write(dir.path().join("a.html"), b"hi").unwrap();
-        let again = file(cache.lookup(&root, b"a.html"));
+        let again = file(cache.lookup(&root, b"a.html", Arrival::now()));
         assert!(Arc::ptr_eq(&first, &again));
         assert_eq!(again.body.as_deref(), Some(&b"hello"[..]));
         // Past the window (forced by aging the entry): the change is seen.
         again.checked_ms.store(UNCHECKED, Ordering::Relaxed);
-        let now = file(cache.lookup(&root, b"a.html"));
+        let now = file(cache.lookup(&root, b"a.html", Arrival::now()));
         assert!(!Arc::ptr_eq(&first, &now));
         assert_eq!(now.body.as_deref(), Some(&b"hi"[..]));
         // An unchanged file passes the check and keeps its entry.
         now.checked_ms.store(UNCHECKED, Ordering::Relaxed);
-        let kept = file(cache.lookup(&root, b"a.html"));
+        let kept = file(cache.lookup(&root, b"a.html", Arrival::now()));
         assert!(Arc::ptr_eq(&now, &kept));
         assert_ne!(kept.checked_ms.load(Ordering::Relaxed), UNCHECKED);
         // Replaced by a rename, then deleted: each seen at the check after the window.
         std::fs::write(dir.path().join("new"), b"renamed").unwrap();
         std::fs::rename(dir.path().join("new"), dir.path().join("a.html")).unwrap();
-        assert!(Arc::ptr_eq(&kept, &file(cache.lookup(&root, b"a.html"))));
+        assert!(Arc::ptr_eq(
+            &kept,
+            &file(cache.lookup(&root, b"a.html", Arrival::now()))
+        ));
         kept.checked_ms.store(UNCHECKED, Ordering::Relaxed);
-        let renamed = file(cache.lookup(&root, b"a.html"));
+        let renamed = file(cache.lookup(&root, b"a.html", Arrival::now()));
         assert_eq!(renamed.body.as_deref(), Some(&b"renamed"[..]));
         std::fs::remove_file(dir.path().join("a.html")).unwrap();
         renamed.checked_ms.store(UNCHECKED, Ordering::Relaxed);
         assert!(matches!(
-            cache.lookup(&root, b"a.html"),
+            cache.lookup(&root, b"a.html", Arrival::now()),
             Err(OpenError::NotFound)
         ));
     }
@@ -685,12 +785,77 @@ mod tests {
     fn a_change_is_seen_once_the_window_passed() {
         let (dir, root) = setup();
         let cache = FileCache::new(100, 1024, std::time::Duration::from_millis(50));
-        let first = file(cache.lookup(&root, b"a.html"));
+        let first = file(cache.lookup(&root, b"a.html", Arrival::now()));
         std::fs::write(dir.path().join("a.html"), b"changed!").unwrap();
         std::thread::sleep(std::time::Duration::from_millis(200));
-        let now = file(cache.lookup(&root, b"a.html"));
+        let now = file(cache.lookup(&root, b"a.html", Arrival::now()));
         assert!(!Arc::ptr_eq(&first, &now));
         assert_eq!(now.body.as_deref(), Some(&b"changed!"[..]));
+    }
+
+    /// A request that arrived while an open of its path was under way, after that open
+    /// looked, must not take the open's outcome: the file may have changed in between (its
+    /// client may have changed it). It waits for the open, then checks the entry like any
+    /// hit. (The old cache handed every lookup that found the open under way its outcome.)
+    #[test]
+    fn a_request_that_came_after_a_shared_open_looked_does_not_take_its_outcome() {
+        let (dir, root) = setup();
+        std::fs::write(dir.path().join("c.html"), b"old").unwrap();
+        let mut cache = FileCache::new(100, 1024, STRICT);
+        cache.open_delay = std::time::Duration::from_millis(300);
+        let cache = Arc::new(cache);
+        let cluster = weft::Cluster::builder().processors(1).build().unwrap();
+        let opener = cluster.spawn({
+            let (cache, root) = (cache.clone(), root.clone());
+            move || file(cache.lookup(&root, b"c.html", Arrival::now()))
+        });
+        // The open has looked (it holds the old bytes) and is still under way.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(cache.opens.load(Ordering::Relaxed), 1);
+        std::fs::write(dir.path().join("c.html"), b"changed").unwrap();
+        // A request sent after the change: it arrives now.
+        let late = cluster.spawn({
+            let (cache, root) = (cache.clone(), root.clone());
+            let arrived = Arrival::now();
+            move || file(cache.lookup(&root, b"c.html", arrived))
+        });
+        assert_eq!(opener.join().unwrap().body.as_deref(), Some(&b"old"[..]));
+        assert_eq!(late.join().unwrap().body.as_deref(), Some(&b"changed"[..]));
+        cluster.shutdown();
+    }
+
+    /// One `fstat` answers every request that arrived before it began: those are served on
+    /// it even if the file changes afterwards (they came before the change); a request that
+    /// arrives after the change makes a check of its own and sees it.
+    #[test]
+    fn one_check_serves_every_request_that_arrived_before_it() {
+        let (dir, root) = setup();
+        let cache = FileCache::new(100, 1024, STRICT);
+        let first = file(cache.lookup(&root, b"a.html", Arrival::now()));
+        let checks = || cache.descriptor_checks.load(Ordering::Relaxed);
+        // Requests that arrived together (one batch of receives), then one checks.
+        let batch = Arrival::now();
+        let checked = file(cache.lookup(&root, b"a.html", Arrival::now()));
+        assert!(Arc::ptr_eq(&first, &checked));
+        assert_eq!(checks(), 1);
+        for _ in 0..10 {
+            let hit = file(cache.lookup(&root, b"a.html", batch));
+            assert!(Arc::ptr_eq(&first, &hit));
+        }
+        assert_eq!(
+            checks(),
+            1,
+            "requests covered by a check made checks of their own"
+        );
+        // Changed in place after that check: a request that arrives now is not covered.
+        std::fs::write(dir.path().join("a.html"), b"hi").unwrap();
+        let now = file(cache.lookup(&root, b"a.html", Arrival::now()));
+        assert_eq!(checks(), 2);
+        assert_eq!(now.body.as_deref(), Some(&b"hi"[..]));
+        // The open vouches for requests that arrived before it, without a check.
+        let hit = file(cache.lookup(&root, b"a.html", batch));
+        assert!(Arc::ptr_eq(&now, &hit));
+        assert_eq!(checks(), 2);
     }
 
     #[test]
@@ -702,7 +867,7 @@ mod tests {
         let root = Arc::new(Root::new(dir.path(), false).unwrap());
         let cache = FileCache::new(32, 0, STRICT);
         for i in 0..200 {
-            file(cache.lookup(&root, i.to_string().as_bytes()));
+            file(cache.lookup(&root, i.to_string().as_bytes(), Arrival::now()));
         }
         assert!(cache.len() <= 32, "{}", cache.len());
     }

@@ -16,12 +16,13 @@
 //!   `shutdown(SHUT_WR)` (or the linger's), never by anything that waits, so the response
 //!   and the FIN leave in one segment and the tail is never held back for long.
 
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use weft::io::arrival::Arrival;
 use weft::net::TcpStream;
 
 use crate::access_log;
@@ -102,6 +103,7 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr, state: &Atomi
         answered: 0,
         slot,
         read_once: false,
+        arrival: Arrival::now(),
     };
     let mut input = buffers::take_input();
     match conn.run(&mut input) {
@@ -163,6 +165,10 @@ struct Conn<'a> {
     slot: Slot,
     /// Whether a read was made (the first read with a request waiting keeps the slot).
     read_once: bool,
+    /// The arrival ticket of the latest read (`weft::io::arrival`): every request in the
+    /// buffer was in before it, so the open-file cache may answer one on a check that began
+    /// after it.
+    arrival: Arrival,
 }
 
 impl Conn<'_> {
@@ -309,16 +315,24 @@ impl Conn<'_> {
                             e.kind(),
                             io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
                         ) => {}
-                    r => return r,
+                    r => {
+                        // The bytes are in: a ticket taken now comes after them.
+                        self.arrival = Arrival::now();
+                        return r;
+                    }
                 }
             }
             self.slot.release();
         }
         self.stream.set_read_timeout(Some(left))?;
         loop {
-            match (&self.stream).read(buf) {
+            match self.stream.read_arrived(buf) {
+                Ok((n, arrival)) => {
+                    self.arrival = arrival;
+                    return Ok(n);
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                r => return r,
+                Err(e) => return Err(e),
             }
         }
     }
@@ -511,19 +525,21 @@ impl Conn<'_> {
                 index.push(b'/');
             }
             index.extend_from_slice(b"index.html");
-            match cache.lookup(root, &index) {
+            match cache.lookup(root, &index, self.arrival) {
                 Ok(Lookup::File(f)) => Ok(f),
                 Ok(Lookup::Directory) => Err(403),
-                Err(OpenError::NotFound) => match cache.lookup(root, &target.relative) {
-                    // A directory without an index: listing is off.
-                    Ok(Lookup::Directory) => Err(403),
-                    Ok(Lookup::File(_)) => Err(404),
-                    Err(e) => Err(status_of(e, &target.relative)),
-                },
+                Err(OpenError::NotFound) => {
+                    match cache.lookup(root, &target.relative, self.arrival) {
+                        // A directory without an index: listing is off.
+                        Ok(Lookup::Directory) => Err(403),
+                        Ok(Lookup::File(_)) => Err(404),
+                        Err(e) => Err(status_of(e, &target.relative)),
+                    }
+                }
                 Err(e) => Err(status_of(e, &target.relative)),
             }
         } else {
-            match cache.lookup(root, &target.relative) {
+            match cache.lookup(root, &target.relative, self.arrival) {
                 Ok(Lookup::File(f)) => Ok(f),
                 Ok(Lookup::Directory) => {
                     // Absolute, like nginx: the authority the client named (the target's

@@ -11,7 +11,9 @@
 //! build), so the choice is visible where they are declared; the process-wide statics are id
 //! counters, statistics and once-only flags (a probe's answer, a warning already logged), and
 //! the lazily allocated key of a `FiberLocal` (which lives in a `static`): none a protocol
-//! between threads. A type with a `const fn` constructor declares it through
+//! between threads, but one: the arrival-ticket counter (`io::arrival`), whose models run on
+//! it, is one of loom's `lazy_static`s under loom (made anew for each execution) and a std
+//! `static` in every other build. A type with a `const fn` constructor declares it through
 //! [`const_fn_unless_loom!`], which drops the `const` under loom (loom's constructors are not
 //! `const`), so its fields can be the shim's.
 //!
@@ -22,8 +24,8 @@
 //! (`sync::semaphore::loom`), the mutex's lock word and wait queue (`sync::mutex::loom`), the
 //! wait group (`sync::wait_group::loom`), the forwarded-cancel queue (`io::driver::loom`), the
 //! write-behind completion hand-off (`io::behind_state::loom`), the home inbox
-//! (`runtime::home::loom`) and the lent buffers given back on other threads
-//! (`io::lend::loom`). Those models run the real code: a waiter in
+//! (`runtime::home::loom`), the lent buffers given back on other threads
+//! (`io::lend::loom`) and the arrival tickets against checks (`io::arrival::loom`). Those models run the real code: a waiter in
 //! them is a loom thread parked through [`thread`], and a deadline passes at once (loom has no
 //! clock), so giving up races every step of the notifier. A lost wake-up shows as loom's
 //! "deadlock" panic, after which the test binary aborts (loom's thread-local destructor panics

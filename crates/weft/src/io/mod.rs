@@ -4,6 +4,8 @@
 //! - `driver`: the per-processor driver and its waker; the processor sleeps in it.
 //! - `op`: how a fiber runs one operation (completion record on its stack, park, cancel
 //!   safely) and how plain threads run the same call (non-blocking syscall, `poll(2)`).
+//! - [`arrival`]: tickets that order received bytes against checks of outside state (one
+//!   `fstat` standing for every request that was in before it began).
 //! - `lend`: the receive buffers a processor lends to its connections ([`Lent`]): the ring's
 //!   provided buffers on io_uring, a free list on epoll.
 //! - The socket types built on it are in [`crate::net`].
@@ -44,6 +46,7 @@
 //!   another cluster) is queued where it belongs; a cancel from a fiber that moved is forwarded
 //!   to the owning processor (single-issuer rings), which the test suite checks.
 
+pub mod arrival;
 pub(crate) mod behind;
 pub(crate) mod behind_state;
 pub(crate) mod driver;

@@ -29,7 +29,7 @@ use crate::error::Cancelled;
 use crate::fiber::core::FiberRef;
 use crate::fiber::current::{self as fiber, yield_now};
 use crate::fiber::park::{park_current, park_unjudged, Parked};
-use crate::loom::{AtomicI32, AtomicU32, AtomicU8};
+use crate::loom::{AtomicI32, AtomicU32, AtomicU64, AtomicU8};
 
 use super::op_state as protocol;
 pub(crate) use super::op_state::{ACK, DONE};
@@ -48,6 +48,9 @@ pub(crate) struct Completion {
     /// The completion's flags (io_uring's `cqe.flags`: which provided buffer a receive
     /// used); written before `DONE` is published, like `result`.
     cqe_flags: AtomicU32,
+    /// The arrival ticket of the batch the driver reaped the completion in
+    /// ([`super::arrival`]; 0: none, the epoll backend); written before `DONE` is published.
+    arrival: AtomicU64,
     /// `DONE`, `CANCEL`, `ACK` bits.
     state: AtomicU8,
     /// The fiber to wake.
@@ -83,6 +86,7 @@ impl Completion {
         Completion {
             result: AtomicI32::new(0),
             cqe_flags: AtomicU32::new(0),
+            arrival: AtomicU64::new(0),
             state: AtomicU8::new(0),
             waiter: fiber::current_ref().expect("weft: I/O completion record outside a fiber"),
             owner: driver.shared().clone(),
@@ -106,19 +110,21 @@ impl Completion {
         crate::fiber::park::unpark_owned(waiter.0);
     }
 
-    /// The driver's side for an io_uring operation's completion: stores its result and
-    /// flags, sets `DONE` and wakes the fiber.
+    /// The driver's side for an io_uring operation's completion: stores its result, flags and
+    /// the batch's arrival ticket (`arrival`, taken after the completion was read from the
+    /// ring), sets `DONE` and wakes the fiber.
     ///
     /// # Safety
     /// As for [`Completion::finish`].
-    pub(crate) unsafe fn finish_op(record: usize, result: i32, cqe_flags: u32) {
+    pub(crate) unsafe fn finish_op(record: usize, result: i32, cqe_flags: u32, arrival: u64) {
+        // SAFETY: the caller promises the record is alive (and `finish` publishes these
+        // stores with `DONE`).
+        let rec = unsafe { &*(record as *const Completion) };
         if cqe_flags != 0 {
-            // SAFETY: the caller promises the record is alive (and `finish` publishes this
-            // store with `DONE`).
-            let rec = unsafe { &*(record as *const Completion) };
             rec.cqe_flags
                 .store(cqe_flags, crate::loom::Ordering::Relaxed);
         }
+        rec.arrival.store(arrival, crate::loom::Ordering::Relaxed);
         // SAFETY: forwarded from the caller.
         unsafe { Completion::finish(record, Some(result), DONE) };
     }
@@ -443,6 +449,7 @@ pub(crate) unsafe fn run_syscall_first(
 /// # Safety
 /// The pointers in the entry `sqe` builds must be valid for the duration of this call.
 #[allow(clippy::too_many_arguments)]
+#[inline]
 pub(crate) unsafe fn run(
     fd: i32,
     reg: &Registration,
@@ -450,8 +457,28 @@ pub(crate) unsafe fn run(
     drained: bool,
     deadline: Option<Instant>,
     sqe: impl FnOnce() -> io_uring::squeue::Entry,
-    mut sys: impl FnMut() -> isize,
+    sys: impl FnMut() -> isize,
 ) -> io::Result<usize> {
+    // SAFETY: forwarded from the caller.
+    unsafe { run_stamped(fd, reg, dir, drained, deadline, sqe, sys) }.map(|(n, _)| n)
+}
+
+/// [`run`], returning with the result the arrival ticket the driver stamped on the
+/// operation's completion ([`super::arrival`]), or 0 when the result came from `sys`, called
+/// by this fiber just before returning (the caller takes a fresh ticket then, if it needs one).
+///
+/// # Safety
+/// As for [`run`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn run_stamped(
+    fd: i32,
+    reg: &Registration,
+    dir: Dir,
+    drained: bool,
+    deadline: Option<Instant>,
+    sqe: impl FnOnce() -> io_uring::squeue::Entry,
+    mut sys: impl FnMut() -> isize,
+) -> io::Result<(usize, u64)> {
     if fiber::is_cancelled() {
         return Err(cancelled());
     }
@@ -464,7 +491,9 @@ pub(crate) unsafe fn run(
         unsafe { u.push(&entry) };
         let r = record.wait(deadline)?;
         if r >= 0 {
-            return Ok(r as usize);
+            // `wait` returned, so DONE was published (with the ticket before it).
+            let stamp = record.arrival.load(crate::loom::Ordering::Relaxed);
+            return Ok((r as usize, stamp));
         }
         if r != -libc::EAGAIN {
             return Err(io::Error::from_raw_os_error(-r));
@@ -488,7 +517,7 @@ pub(crate) unsafe fn run(
         let r = sys();
         if r >= 0 {
             spend_op_budget();
-            return Ok(r as usize);
+            return Ok((r as usize, 0));
         }
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
@@ -536,6 +565,7 @@ mod tests {
                 let record = Completion {
                     result: AtomicI32::new(0),
                     cqe_flags: AtomicU32::new(0),
+                    arrival: AtomicU64::new(0),
                     state: AtomicU8::new(DONE | CANCEL),
                     waiter: fiber::current_ref().unwrap(),
                     owner: shared.clone(),

@@ -66,12 +66,24 @@ pub(crate) fn recv(
     deadline: Option<Instant>,
     poll_first: bool,
 ) -> io::Result<usize> {
+    recv_stamped(fd, reg, buf, deadline, poll_first).map(|(n, _)| n)
+}
+
+/// [`recv`], returning too the arrival ticket the driver stamped on the receive's completion,
+/// or 0 when a system call this fiber just made got the bytes (see [`op::run_stamped`]).
+pub(crate) fn recv_stamped(
+    fd: i32,
+    reg: &Registration,
+    buf: &mut [u8],
+    deadline: Option<Instant>,
+    poll_first: bool,
+) -> io::Result<(usize, u64)> {
     // SAFETY: `buf` is borrowed for the whole call, and the call returns only once the
     // kernel is done with it.
     unsafe { recv_raw(fd, reg, buf.as_mut_ptr(), buf.len(), deadline, poll_first) }
 }
 
-/// [`recv`] into `len` bytes at `ptr`, which need not be initialised.
+/// [`recv_stamped`] into `len` bytes at `ptr`, which need not be initialised.
 ///
 /// # Safety
 /// `ptr..ptr + len` is writable memory the caller owns for the whole call.
@@ -82,12 +94,12 @@ unsafe fn recv_raw(
     len: usize,
     deadline: Option<Instant>,
     poll_first: bool,
-) -> io::Result<usize> {
+) -> io::Result<(usize, u64)> {
     let len = len.min(MAX_IO_BYTES);
     // SAFETY: the caller owns the memory for the whole call, and the call returns only once
     // the kernel is done with it.
     unsafe {
-        op::run(
+        op::run_stamped(
             fd,
             reg,
             Dir::Read,
@@ -253,7 +265,7 @@ fn recv_heap(
     let mut buf = Lent::heap_buffer();
     // SAFETY: the buffer is owned here for the whole call, which returns only once the kernel
     // is done with it.
-    let n = unsafe {
+    let (n, _) = unsafe {
         recv_raw(
             fd,
             reg,

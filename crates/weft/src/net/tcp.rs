@@ -11,6 +11,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::send_side::SendSide;
 use super::sockio::{self, deadline, set_errno};
+use crate::io::arrival::Arrival;
 use crate::io::op::{self, Dir, Registration};
 
 /// Default `listen(2)` backlog (the kernel clamps it to `net.core.somaxconn`).
@@ -295,8 +296,15 @@ impl TcpStream {
     }
 
     fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.recv_stamped(buf).map(|(n, _)| n)
+    }
+
+    /// The receive behind [`Read::read`] and [`TcpStream::read_arrived`]: the bytes, and the
+    /// arrival ticket the driver stamped (0: a system call just made got them).
+    #[inline]
+    fn recv_stamped(&self, buf: &mut [u8]) -> io::Result<(usize, u64)> {
         let poll_first = self.recv_drained.load(Ordering::Relaxed);
-        let r = sockio::recv(
+        let r = sockio::recv_stamped(
             self.send.sock().as_raw_fd(),
             &self.reg,
             buf,
@@ -305,14 +313,25 @@ impl TcpStream {
         );
         // Only a short, non-empty receive says the socket was drained: after end of stream
         // or an error no further readiness may come, so the next receive must try.
-        let drained = matches!(r, Ok(n) if n > 0 && n < buf.len());
+        let drained = matches!(r, Ok((n, _)) if n > 0 && n < buf.len());
         if drained != poll_first {
             self.recv_drained.store(drained, Ordering::Relaxed);
         }
-        if matches!(r, Ok(n) if n > 0) {
+        if matches!(r, Ok((n, _)) if n > 0) {
             self.send.prefetch_for_reply();
         }
         r
+    }
+
+    /// [`Read::read`] (the read timeout applies), returning with the byte count the bytes'
+    /// [`Arrival`] ticket: every byte read was in the kernel before any later ticket was
+    /// taken, so a check of outside state (a file's `fstat`) that took a later ticket before
+    /// it looked saw whatever changed before these bytes were sent ([`crate::io::arrival`]).
+    /// On io_uring it is the ticket of the batch the receive's completion was reaped in, which
+    /// the requests reaped with it share; otherwise one taken just after the system call.
+    pub fn read_arrived(&self, buf: &mut [u8]) -> io::Result<(usize, Arrival)> {
+        let (n, stamp) = self.recv_stamped(buf)?;
+        Ok((n, Arrival::stamped_or_now(stamp)))
     }
 
     /// Starts fetching the state a write through this stream touches first (its write-behind
