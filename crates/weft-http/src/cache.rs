@@ -2,11 +2,14 @@
 //! lines that depend only on the file, built once (and, for small files, the bytes).
 //!
 //! Invariants:
-//! - with `valid` zero (the default) every hit `fstat`s the entry's descriptor: a different
-//!   size or modification time (the file was truncated, grown or rewritten) or no link left
-//!   (deleted, or replaced by a rename) drops the entry and reopens through [`Root::open`], so
-//!   the length a head announces is what the descriptor held just before the head was
-//!   written; and once a second the first request also re-`stat`s the path, and a different
+//! - with `valid` zero (the default) every request is answered on a check of the entry's
+//!   descriptor that began after the request arrived (`weft::io::arrival`: the ticket of the
+//!   read that brought the request in, against the ticket a check takes before its `fstat`):
+//!   its own `fstat`, or one another request made after this one was in. A different size or
+//!   modification time (the file was truncated, grown or rewritten) or no link left (deleted,
+//!   or replaced by a rename) drops the entry and reopens through [`Root::open`], so the
+//!   length a head announces is what the descriptor held at some point after the request
+//!   arrived; and once a second the first request also re-`stat`s the path, and a different
 //!   device, inode, size or modification time (another file there) drops the entry likewise;
 //! - with `valid` above zero (the operator's choice, nginx's `open_file_cache_valid`) an
 //!   entry is served without a check for `valid` after its last one, and the first request
@@ -21,18 +24,20 @@
 //!   never across I/O or a park (the fiber contract); no two are ever held at once.
 //!
 //! Opening runs on the blocking pool (it may read directories from disk); revalidation is an
-//! `fstat` (every hit, with `valid` zero) and an `fstatat` (once a second, or once a `valid`)
-//! on the processor (the inode and the dentries of a path just served are in memory).
+//! `fstat` (with `valid` zero, for every request no earlier check covers) and an `fstatat`
+//! (once a second, or once a `valid`) on the processor (the inode and the dentries of a path
+//! just served are in memory). At low load every request makes its own `fstat`; when requests
+//! queue, the ones reaped in one batch (one ticket) share the first one's.
 //!
 //! Concurrent misses of one path share one open: the first opens (the path is then in its
-//! shard's `opening` map) and the others wait for its outcome, which they take as theirs. That
-//! is fresh for a request that came before the open began; one that came while the open was
-//! under way, after its `stat`, gets the file as it was then (a window of one open, the one
-//! exception to the first invariant; docs/notes/scale.md, "What to try next"). Without it, 4,000 connections' first requests for one
-//! file made 4,000 opens on 64 blocking-pool threads. The opener clears the `opening` entry and
-//! releases the waiters whatever happens to it (a guard, so a panic or a cancellation too); a
-//! waiter that finds no outcome (the opener unwound) or is cancelled while waiting opens by
-//! itself.
+//! shard's `opening` map, with a ticket taken before the open looks) and the others whose
+//! requests arrived before that ticket wait for its outcome, which they take as theirs; a
+//! request that arrived after it waits for the open to end and then looks again (the open may
+//! have looked before the request's client changed the file). Without the sharing, 4,000
+//! connections' first requests for one file made 4,000 opens on 64 blocking-pool threads. The
+//! opener clears the `opening` entry and releases the waiters whatever happens to it (a guard,
+//! so a panic or a cancellation too); a waiter that finds no outcome (the opener unwound) or
+//! is cancelled while waiting opens by itself.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
