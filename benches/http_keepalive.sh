@@ -5,14 +5,16 @@
 # benches/bench_common.sh's template, the settings of crates/weft-load/src/nginx.rs). Each server is pinned
 # to CPU 0 and wrk to CPU 1; neither is capped.
 #
-# Each round runs both servers once, the first one alternating by round. Prints one line per
+# Each round runs both servers once, the first one alternating by round (with WEFT_BASE, a
+# second weft binary, the build before a change, runs as `base` too, the three rotating by
+# round, and the summary adds weft over base). Prints one line per
 # run (req/s, wrk's p99, the server's busy share), then weft's req/s over nginx's and nginx's
 # CPU a request (busy over req/s) over weft's, each paired by round, as min–median–max
 # (benches/keepalive_summary.py, which also pools records: keepalive_summary.py RECORD...).
 #
 # Usage: benches/http_keepalive.sh [ROUNDS]   (default 4)
-# Environment: WEFT (the weft binary; default target/release/weft), SECONDS_PER_RUN (5),
-# CONNECTIONS (50).
+# Environment: WEFT (the weft binary; default target/release/weft), WEFT_BASE (none),
+# SECONDS_PER_RUN (5), CONNECTIONS (50).
 set -euo pipefail
 
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
@@ -20,6 +22,14 @@ rounds=${1:-4}
 WEFT=${WEFT:-${CARGO_TARGET_DIR:-target}/release/weft}
 secs=${SECONDS_PER_RUN:-5}
 conns=${CONNECTIONS:-50}
+servers=(weft nginx)
+if [ -n "${WEFT_BASE:-}" ]; then
+    if [ ! -x "$WEFT_BASE" ]; then
+        echo "WEFT_BASE must name an executable weft binary, not '$WEFT_BASE'" >&2
+        exit 2
+    fi
+    servers=(weft base nginx)
+fi
 source benches/bench_common.sh
 need "apt-get install nginx wrk util-linux" nginx wrk taskset
 
@@ -34,6 +44,8 @@ run() {
     port=$((port + 1))
     if [ "$server" = weft ]; then
         taskset -c 0 "$WEFT" http --root "$work/www" --listen "127.0.0.1:$port" &
+    elif [ "$server" = base ]; then
+        taskset -c 0 "$WEFT_BASE" http --root "$work/www" --listen "127.0.0.1:$port" &
     else
         nginx_conf "$port" "$work" >"$work/nginx.conf"
         taskset -c 0 nginx -c "$work/nginx.conf" &
@@ -63,7 +75,9 @@ run() {
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), wrk -t1 -c$conns -d${secs}s --latency, 4 KiB file, $rounds rounds"
 lines=()
 for r in $(seq "$rounds"); do
-    if ((r % 2)); then order=(weft nginx); else order=(nginx weft); fi
+    n=${#servers[@]}
+    order=()
+    for i in $(seq 0 $((n - 1))); do order+=("${servers[$(((i + r - 1) % n))]}"); done
     for s in "${order[@]}"; do
         run "$s" "$r"
         echo "$line"

@@ -6,6 +6,10 @@
 
   round R server S req/s N p99 P busy B
 
+(S is weft, nginx, or base: a second weft binary, the build before a change, given by
+WEFT_BASE; with base in every round the summary adds weft's req/s over base's and weft's CPU a
+request over base's.)
+
 This reads those lines (from stdin, or from the records given: docs/bench/http-keepalive-*.txt,
 whose `#` lines are headers; records from before 2026-11-28 13:30 have no busy column and
 are refused) and prints, paired by round within each record, weft's req/s over
@@ -25,9 +29,9 @@ import statistics
 import sys
 
 RUN = re.compile(
-    r"^round (\d+) server (weft|nginx) req/s ([\d.]+) p99 (\S+) busy ([\d.]+)\s*$")
+    r"^round (\d+) server (weft|nginx|base) req/s ([\d.]+) p99 (\S+) busy ([\d.]+)\s*$")
 # The lines the script itself prints after its runs (a record keeps them).
-SUMMARY = re.compile(r"^(weft / nginx req/s|nginx / weft CPU a request) ")
+SUMMARY = re.compile(r"^(weft / nginx req/s|nginx / weft CPU a request|weft / base (req/s|CPU a request)) ")
 # weft http's own start-up line, which some records kept.
 LISTENING = re.compile(r"^listening on ")
 TARGET = 1.1
@@ -55,9 +59,21 @@ def rounds(lines, name):
     if not found:
         raise Unreadable(f"{name}: no run lines")
     for r, servers in sorted(found.items()):
-        if len(servers) != 2:
+        if "weft" not in servers or "nginx" not in servers:
             raise Unreadable(f"{name}: round {r} has only {', '.join(servers)}")
     return found
+
+
+def base_pairs(found):
+    """(weft req/s over base's, weft's CPU a request over base's) for each round, or None
+    unless every round ran base."""
+    if not all("base" in servers for servers in found.values()):
+        return None
+    out = []
+    for r in sorted(found):
+        (w_rps, w_busy), (b_rps, b_busy) = found[r]["weft"], found[r]["base"]
+        out.append((w_rps / b_rps, (w_busy / w_rps) / (b_busy / b_rps)))
+    return out
 
 
 def pairs(found):
@@ -96,6 +112,7 @@ def main(argv):
         print(__doc__.strip(), file=sys.stdout)
         return 2
     inputs = []
+    bases = []
     try:
         if paths:
             for path in paths:
@@ -104,9 +121,13 @@ def main(argv):
                         lines = f.readlines()
                 except OSError as e:
                     raise Unreadable(f"cannot read {path}: {e.strerror}")
-                inputs.append((path, pairs(rounds(lines, path))))
+                found = rounds(lines, path)
+                inputs.append((path, pairs(found)))
+                bases.append(base_pairs(found))
         else:
-            inputs.append(("stdin", pairs(rounds(sys.stdin.readlines(), "stdin"))))
+            found = rounds(sys.stdin.readlines(), "stdin")
+            inputs.append(("stdin", pairs(found)))
+            bases.append(base_pairs(found))
     except Unreadable as e:
         print(f"keepalive_summary.py: {e}", file=sys.stderr)
         return 1
@@ -119,6 +140,11 @@ def main(argv):
         s = records[0]
         print(f"weft / nginx req/s {text(s['rps_ratio'])} over {s['rounds']} rounds")
         print(f"nginx / weft CPU a request {text(s['cpu_ratio'])} over {s['rounds']} rounds")
+        if bases[0]:
+            b = bases[0]
+            print(f"weft / base req/s {text(spread([a for a, _ in b]))} over {len(b)} rounds")
+            print(f"weft / base CPU a request {text(spread([c for _, c in b]))} "
+                  f"over {len(b)} rounds")
         return 0
     print("| record | rounds | weft / nginx req/s | nginx / weft CPU a request | rounds at 1.1x or more |")
     print("|---|---:|---|---|---:|")

@@ -102,7 +102,7 @@ pub struct CachedFile {
 /// `checked_ms` of an entry the next hit must check.
 const UNCHECKED: u64 = u64::MAX;
 
-/// How often the path is checked when every hit checks the descriptor (`valid` zero).
+/// How often the path is checked when hits check the descriptor (`valid` zero).
 const STRICT_PATH_CHECK_MS: u64 = 1000;
 
 impl CachedFile {
@@ -205,7 +205,7 @@ pub struct FileCache {
     /// checks the descriptor; see the module docs).
     valid_ms: u64,
     /// How long after a check of the path the next one is made, in milliseconds: `valid_ms`,
-    /// or once a second when every hit checks the descriptor.
+    /// or once a second when hits check the descriptor.
     path_check_ms: u64,
     /// The cache clock's origin on the coarse monotonic clock, in nanoseconds (milliseconds
     /// are counted from here).
@@ -223,7 +223,8 @@ pub struct FileCache {
 
 impl FileCache {
     /// A cache of at most `max_entries` files, those up to `memory_max_bytes` in memory too,
-    /// each served unchecked for `valid` after a check (zero: every hit checks).
+    /// each served unchecked for `valid` after a check (zero: every request is answered on a
+    /// check that began after it arrived).
     pub fn new(max_entries: usize, memory_max_bytes: u64, valid: std::time::Duration) -> FileCache {
         let valid_ms = u64::try_from(valid.as_millis()).unwrap_or(u64::MAX);
         FileCache {

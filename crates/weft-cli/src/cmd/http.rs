@@ -117,7 +117,9 @@ pub struct HttpArgs {
 
     /// How long a cached open file is served without looking at the file again, in
     /// milliseconds (nginx's open_file_cache_valid, 60 s there). 0, the default: every
-    /// request checks it, so a file changed, replaced or deleted is never served as it was.
+    /// request is answered on a check made after it arrived (its own, or one shared with the
+    /// requests that came before it), so a file changed, replaced or deleted before a request
+    /// was sent is never served to it as it was.
     /// Above 0 a change shows at the first request after the window; until then the old
     /// bytes are served, or a response from a file that shrank in place ends early.
     #[arg(long, default_value_t = 0, value_name = "MS",
