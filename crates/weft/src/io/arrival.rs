@@ -4,10 +4,11 @@
 //!
 //! A ticket is a value of one counter that only ever grows by read-modify-writes (`AcqRel`
 //! `fetch_add`). Three kinds of code take one:
-//! - the io_uring driver, once per batch of completions it reads from the ring and before it
-//!   wakes their fibers: every byte a receive in that batch returns was in the kernel before
-//!   the ticket was taken, so the ticket is the receive's arrival ([`crate::net::TcpStream::
-//!   read_arrived`] returns it);
+//! - the io_uring driver, once per batch of completions it reads from the ring, after reading
+//!   it and before it wakes their fibers, and only for a batch in which a receive asked for
+//!   one ([`crate::net::TcpStream::read_arrived`]; plain reads never make it take one): every
+//!   byte a receive in that batch returns was in the kernel before the ticket was taken, so
+//!   the ticket is the receive's arrival;
 //! - a receive made any other way (a system call on the epoll backend or a plain thread, a
 //!   `try_read`) takes a fresh one after the call returned ([`Arrival::now`]);
 //! - a check takes one just before it looks ([`Arrival::now`]), and records it in a

@@ -48,8 +48,9 @@ pub(crate) struct Completion {
     /// The completion's flags (io_uring's `cqe.flags`: which provided buffer a receive
     /// used); written before `DONE` is published, like `result`.
     cqe_flags: AtomicU32,
-    /// The arrival ticket of the batch the driver reaped the completion in
-    /// ([`super::arrival`]; 0: none, the epoll backend); written before `DONE` is published.
+    /// [`WANT_ARRIVAL`] when the fiber asked for the completion's arrival ticket, and then
+    /// the ticket of the batch the driver reaped it in ([`super::arrival`]), written before
+    /// `DONE` is published; 0 otherwise (no ticket is taken for it).
     arrival: AtomicU64,
     /// `DONE`, `CANCEL`, `ACK` bits.
     state: AtomicU8,
@@ -62,6 +63,10 @@ pub(crate) struct Completion {
     /// Which way the fiber waits (epoll).
     pub(crate) dir: Dir,
 }
+
+/// [`Completion::arrival`] of an operation whose fiber wants its arrival ticket (no ticket is
+/// ever this large: the counter grows by one a batch or a check).
+pub(crate) const WANT_ARRIVAL: u64 = u64::MAX;
 
 /// Why a wait gave up.
 #[derive(Debug, Clone, Copy)]
@@ -110,13 +115,19 @@ impl Completion {
         crate::fiber::park::unpark_owned(waiter.0);
     }
 
-    /// The driver's side for an io_uring operation's completion: stores its result, flags and
-    /// the batch's arrival ticket (`arrival`, taken after the completion was read from the
-    /// ring), sets `DONE` and wakes the fiber.
+    /// The driver's side for an io_uring operation's completion: stores its result and
+    /// flags, and, if the fiber wants one, the batch's arrival ticket (`batch_arrival`, taken
+    /// here by the batch's first record that wants it, after the batch was read from the
+    /// ring; 0 until then), sets `DONE` and wakes the fiber.
     ///
     /// # Safety
     /// As for [`Completion::finish`].
-    pub(crate) unsafe fn finish_op(record: usize, result: i32, cqe_flags: u32, arrival: u64) {
+    pub(crate) unsafe fn finish_op(
+        record: usize,
+        result: i32,
+        cqe_flags: u32,
+        batch_arrival: &mut u64,
+    ) {
         // SAFETY: the caller promises the record is alive (and `finish` publishes these
         // stores with `DONE`).
         let rec = unsafe { &*(record as *const Completion) };
@@ -124,7 +135,15 @@ impl Completion {
             rec.cqe_flags
                 .store(cqe_flags, crate::loom::Ordering::Relaxed);
         }
-        rec.arrival.store(arrival, crate::loom::Ordering::Relaxed);
+        // Only this thread writes the field while the operation is in flight (the fiber
+        // set it before submitting, on this thread: single-issuer rings).
+        if rec.arrival.load(crate::loom::Ordering::Relaxed) == WANT_ARRIVAL {
+            if *batch_arrival == 0 {
+                *batch_arrival = super::arrival::stamp();
+            }
+            rec.arrival
+                .store(*batch_arrival, crate::loom::Ordering::Relaxed);
+        }
         // SAFETY: forwarded from the caller.
         unsafe { Completion::finish(record, Some(result), DONE) };
     }
@@ -460,7 +479,7 @@ pub(crate) unsafe fn run(
     sys: impl FnMut() -> isize,
 ) -> io::Result<usize> {
     // SAFETY: forwarded from the caller.
-    unsafe { run_stamped(fd, reg, dir, drained, deadline, sqe, sys) }.map(|(n, _)| n)
+    unsafe { run_inner(fd, reg, dir, drained, deadline, sqe, sys, false) }.map(|(n, _)| n)
 }
 
 /// [`run`], returning with the result the arrival ticket the driver stamped on the
@@ -470,6 +489,7 @@ pub(crate) unsafe fn run(
 /// # Safety
 /// As for [`run`].
 #[allow(clippy::too_many_arguments)]
+#[inline]
 pub(crate) unsafe fn run_stamped(
     fd: i32,
     reg: &Registration,
@@ -477,7 +497,28 @@ pub(crate) unsafe fn run_stamped(
     drained: bool,
     deadline: Option<Instant>,
     sqe: impl FnOnce() -> io_uring::squeue::Entry,
+    sys: impl FnMut() -> isize,
+) -> io::Result<(usize, u64)> {
+    // SAFETY: forwarded from the caller.
+    unsafe { run_inner(fd, reg, dir, drained, deadline, sqe, sys, true) }
+}
+
+/// [`run_stamped`]; only an operation that wants its arrival ticket (`want_arrival`) makes
+/// the driver take one (the memcached server's receives, say, never do).
+///
+/// # Safety
+/// As for [`run`].
+#[allow(clippy::too_many_arguments)]
+#[inline]
+unsafe fn run_inner(
+    fd: i32,
+    reg: &Registration,
+    dir: Dir,
+    drained: bool,
+    deadline: Option<Instant>,
+    sqe: impl FnOnce() -> io_uring::squeue::Entry,
     mut sys: impl FnMut() -> isize,
+    want_arrival: bool,
 ) -> io::Result<(usize, u64)> {
     if fiber::is_cancelled() {
         return Err(cancelled());
@@ -485,6 +526,11 @@ pub(crate) unsafe fn run_stamped(
     if let Some(Driver::Uring(u)) = current_driver() {
         let driver = current_driver().expect("checked");
         let record = Completion::new(driver, fd, dir);
+        if want_arrival {
+            record
+                .arrival
+                .store(WANT_ARRIVAL, crate::loom::Ordering::Relaxed);
+        }
         let entry = sqe().user_data(&record as *const Completion as u64);
         // SAFETY: the caller keeps the entry's pointers valid during this call, and `record`
         // outlives the operation (see the module docs).
@@ -492,7 +538,10 @@ pub(crate) unsafe fn run_stamped(
         let r = record.wait(deadline)?;
         if r >= 0 {
             // `wait` returned, so DONE was published (with the ticket before it).
-            let stamp = record.arrival.load(crate::loom::Ordering::Relaxed);
+            let stamp = match record.arrival.load(crate::loom::Ordering::Relaxed) {
+                WANT_ARRIVAL => 0,
+                stamp => stamp,
+            };
             return Ok((r as usize, stamp));
         }
         if r != -libc::EAGAIN {

@@ -66,7 +66,20 @@ pub(crate) fn recv(
     deadline: Option<Instant>,
     poll_first: bool,
 ) -> io::Result<usize> {
-    recv_stamped(fd, reg, buf, deadline, poll_first).map(|(n, _)| n)
+    // SAFETY: `buf` is borrowed for the whole call, and the call returns only once the
+    // kernel is done with it.
+    unsafe {
+        recv_raw(
+            fd,
+            reg,
+            buf.as_mut_ptr(),
+            buf.len(),
+            deadline,
+            poll_first,
+            false,
+        )
+    }
+    .map(|(n, _)| n)
 }
 
 /// [`recv`], returning too the arrival ticket the driver stamped on the receive's completion,
@@ -80,10 +93,21 @@ pub(crate) fn recv_stamped(
 ) -> io::Result<(usize, u64)> {
     // SAFETY: `buf` is borrowed for the whole call, and the call returns only once the
     // kernel is done with it.
-    unsafe { recv_raw(fd, reg, buf.as_mut_ptr(), buf.len(), deadline, poll_first) }
+    unsafe {
+        recv_raw(
+            fd,
+            reg,
+            buf.as_mut_ptr(),
+            buf.len(),
+            deadline,
+            poll_first,
+            true,
+        )
+    }
 }
 
-/// [`recv_stamped`] into `len` bytes at `ptr`, which need not be initialised.
+/// [`recv_stamped`] into `len` bytes at `ptr`, which need not be initialised; the arrival
+/// ticket (0 when none was stamped) is asked for only with `want_arrival`.
 ///
 /// # Safety
 /// `ptr..ptr + len` is writable memory the caller owns for the whole call.
@@ -94,24 +118,24 @@ unsafe fn recv_raw(
     len: usize,
     deadline: Option<Instant>,
     poll_first: bool,
+    want_arrival: bool,
 ) -> io::Result<(usize, u64)> {
     let len = len.min(MAX_IO_BYTES);
+    let sqe = || {
+        opcode::Recv::new(Fd(fd), ptr, len as u32)
+            .ioprio(if poll_first { RECV_POLL_FIRST } else { 0 })
+            .build()
+    };
+    // SAFETY: `sys` writes at most `len` bytes at `ptr`, memory the caller owns.
+    let sys = || unsafe { libc::recv(fd, ptr.cast(), len, 0) };
     // SAFETY: the caller owns the memory for the whole call, and the call returns only once
     // the kernel is done with it.
     unsafe {
-        op::run_stamped(
-            fd,
-            reg,
-            Dir::Read,
-            poll_first,
-            deadline,
-            || {
-                opcode::Recv::new(Fd(fd), ptr, len as u32)
-                    .ioprio(if poll_first { RECV_POLL_FIRST } else { 0 })
-                    .build()
-            },
-            || libc::recv(fd, ptr.cast(), len, 0),
-        )
+        if want_arrival {
+            op::run_stamped(fd, reg, Dir::Read, poll_first, deadline, sqe, sys)
+        } else {
+            op::run(fd, reg, Dir::Read, poll_first, deadline, sqe, sys).map(|n| (n, 0))
+        }
     }
 }
 
@@ -273,6 +297,7 @@ fn recv_heap(
             buf.len(),
             deadline,
             poll_first,
+            false,
         )
     }?;
     // SAFETY: the receive wrote the first `n` bytes.

@@ -296,21 +296,24 @@ impl TcpStream {
     }
 
     fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.recv_stamped(buf).map(|(n, _)| n)
+        self.recv_stamped(buf, false).map(|(n, _)| n)
     }
 
-    /// The receive behind [`Read::read`] and [`TcpStream::read_arrived`]: the bytes, and the
-    /// arrival ticket the driver stamped (0: a system call just made got them).
+    /// The receive behind [`Read::read`] and (`want_arrival`) [`TcpStream::read_arrived`]: the
+    /// bytes, and the arrival ticket the driver stamped (0: none asked for, or a system call
+    /// just made got them).
     #[inline]
-    fn recv_stamped(&self, buf: &mut [u8]) -> io::Result<(usize, u64)> {
+    fn recv_stamped(&self, buf: &mut [u8], want_arrival: bool) -> io::Result<(usize, u64)> {
         let poll_first = self.recv_drained.load(Ordering::Relaxed);
-        let r = sockio::recv_stamped(
+        let (fd, timeout) = (
             self.send.sock().as_raw_fd(),
-            &self.reg,
-            buf,
             deadline(&self.read_timeout_ns),
-            poll_first,
         );
+        let r = if want_arrival {
+            sockio::recv_stamped(fd, &self.reg, buf, timeout, poll_first)
+        } else {
+            sockio::recv(fd, &self.reg, buf, timeout, poll_first).map(|n| (n, 0))
+        };
         // Only a short, non-empty receive says the socket was drained: after end of stream
         // or an error no further readiness may come, so the next receive must try.
         let drained = matches!(r, Ok((n, _)) if n > 0 && n < buf.len());
@@ -330,7 +333,7 @@ impl TcpStream {
     /// On io_uring it is the ticket of the batch the receive's completion was reaped in, which
     /// the requests reaped with it share; otherwise one taken just after the system call.
     pub fn read_arrived(&self, buf: &mut [u8]) -> io::Result<(usize, Arrival)> {
-        let (n, stamp) = self.recv_stamped(buf)?;
+        let (n, stamp) = self.recv_stamped(buf, true)?;
         Ok((n, Arrival::stamped_or_now(stamp)))
     }
 

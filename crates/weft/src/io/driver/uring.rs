@@ -521,21 +521,16 @@ impl Uring {
             }
             // Two passes of hints before the real one: the records (on their fibers'
             // stacks), then the fibers they name, so the batch's cold lines load together.
-            let mut operations = false;
             for cqe in cqes.iter() {
                 if is_operation(cqe.user_data()) {
                     prefetch(cqe.user_data() as *const u8);
-                    operations = true;
                 }
             }
-            // The batch's arrival ticket, taken after its completions were read: every byte
-            // they return was in before it (`io::arrival`). One a batch, not one a receive,
-            // so the requests reaped together can share one check.
-            let arrival = if operations {
-                crate::io::arrival::stamp()
-            } else {
-                0
-            };
+            // The batch's arrival ticket, taken (by `finish_op`) after its completions were
+            // read, for the first record that wants one: every byte they return was in
+            // before it (`io::arrival`). One a batch, not one a receive, so the requests
+            // reaped together can share one check; none for a batch nobody asked one of.
+            let mut arrival = 0;
             for cqe in cqes.iter() {
                 if is_operation(cqe.user_data()) {
                     // SAFETY: an operation's record lives until its fiber sees DONE, which
@@ -576,7 +571,12 @@ impl Uring {
                     }
                     // SAFETY: an operation's record lives until its fiber sees DONE.
                     unsafe {
-                        Completion::finish_op(data as usize, cqe.result(), cqe.flags(), arrival)
+                        Completion::finish_op(
+                            data as usize,
+                            cqe.result(),
+                            cqe.flags(),
+                            &mut arrival,
+                        )
                     };
                     self.in_flight.set(self.in_flight.get() - 1);
                     woken += 1;
