@@ -479,38 +479,20 @@ pub(crate) unsafe fn run(
     sys: impl FnMut() -> isize,
 ) -> io::Result<usize> {
     // SAFETY: forwarded from the caller.
-    unsafe { run_inner(fd, reg, dir, drained, deadline, sqe, sys, false) }.map(|(n, _)| n)
+    unsafe { run_stamped(fd, reg, dir, drained, deadline, sqe, sys, false) }.map(|(n, _)| n)
 }
 
 /// [`run`], returning with the result the arrival ticket the driver stamped on the
-/// operation's completion ([`super::arrival`]), or 0 when the result came from `sys`, called
-/// by this fiber just before returning (the caller takes a fresh ticket then, if it needs one).
+/// operation's completion ([`super::arrival`]) when `want_arrival` asks for one, else 0; 0
+/// too when the result came from `sys`, called by this fiber just before returning (the
+/// caller takes a fresh ticket then, if it needs one). Only an operation that asks makes the
+/// driver take a ticket (the memcached server's receives, say, never do).
 ///
 /// # Safety
 /// As for [`run`].
 #[allow(clippy::too_many_arguments)]
 #[inline]
 pub(crate) unsafe fn run_stamped(
-    fd: i32,
-    reg: &Registration,
-    dir: Dir,
-    drained: bool,
-    deadline: Option<Instant>,
-    sqe: impl FnOnce() -> io_uring::squeue::Entry,
-    sys: impl FnMut() -> isize,
-) -> io::Result<(usize, u64)> {
-    // SAFETY: forwarded from the caller.
-    unsafe { run_inner(fd, reg, dir, drained, deadline, sqe, sys, true) }
-}
-
-/// [`run_stamped`]; only an operation that wants its arrival ticket (`want_arrival`) makes
-/// the driver take one (the memcached server's receives, say, never do).
-///
-/// # Safety
-/// As for [`run`].
-#[allow(clippy::too_many_arguments)]
-#[inline]
-unsafe fn run_inner(
     fd: i32,
     reg: &Registration,
     dir: Dir,

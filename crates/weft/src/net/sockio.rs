@@ -66,44 +66,24 @@ pub(crate) fn recv(
     deadline: Option<Instant>,
     poll_first: bool,
 ) -> io::Result<usize> {
-    // SAFETY: `buf` is borrowed for the whole call, and the call returns only once the
-    // kernel is done with it.
-    unsafe {
-        recv_raw(
-            fd,
-            reg,
-            buf.as_mut_ptr(),
-            buf.len(),
-            deadline,
-            poll_first,
-            false,
-        )
-    }
-    .map(|(n, _)| n)
+    recv_stamped(fd, reg, buf, deadline, poll_first, false).map(|(n, _)| n)
 }
 
-/// [`recv`], returning too the arrival ticket the driver stamped on the receive's completion,
-/// or 0 when a system call this fiber just made got the bytes (see [`op::run_stamped`]).
+/// [`recv`], returning too, when `want_arrival` asks, the arrival ticket the driver stamped on
+/// the receive's completion; 0 when none was asked for or a system call this fiber just made
+/// got the bytes (see [`op::run_stamped`]).
 pub(crate) fn recv_stamped(
     fd: i32,
     reg: &Registration,
     buf: &mut [u8],
     deadline: Option<Instant>,
     poll_first: bool,
+    want_arrival: bool,
 ) -> io::Result<(usize, u64)> {
+    let (ptr, len) = (buf.as_mut_ptr(), buf.len());
     // SAFETY: `buf` is borrowed for the whole call, and the call returns only once the
     // kernel is done with it.
-    unsafe {
-        recv_raw(
-            fd,
-            reg,
-            buf.as_mut_ptr(),
-            buf.len(),
-            deadline,
-            poll_first,
-            true,
-        )
-    }
+    unsafe { recv_raw(fd, reg, ptr, len, deadline, poll_first, want_arrival) }
 }
 
 /// [`recv_stamped`] into `len` bytes at `ptr`, which need not be initialised; the arrival
@@ -131,11 +111,16 @@ unsafe fn recv_raw(
     // SAFETY: the caller owns the memory for the whole call, and the call returns only once
     // the kernel is done with it.
     unsafe {
-        if want_arrival {
-            op::run_stamped(fd, reg, Dir::Read, poll_first, deadline, sqe, sys)
-        } else {
-            op::run(fd, reg, Dir::Read, poll_first, deadline, sqe, sys).map(|n| (n, 0))
-        }
+        op::run_stamped(
+            fd,
+            reg,
+            Dir::Read,
+            poll_first,
+            deadline,
+            sqe,
+            sys,
+            want_arrival,
+        )
     }
 }
 

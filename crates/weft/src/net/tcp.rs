@@ -309,11 +309,7 @@ impl TcpStream {
             self.send.sock().as_raw_fd(),
             deadline(&self.read_timeout_ns),
         );
-        let r = if want_arrival {
-            sockio::recv_stamped(fd, &self.reg, buf, timeout, poll_first)
-        } else {
-            sockio::recv(fd, &self.reg, buf, timeout, poll_first).map(|n| (n, 0))
-        };
+        let r = sockio::recv_stamped(fd, &self.reg, buf, timeout, poll_first, want_arrival);
         // Only a short, non-empty receive says the socket was drained: after end of stream
         // or an error no further readiness may come, so the next receive must try.
         let drained = matches!(r, Ok((n, _)) if n > 0 && n < buf.len());
