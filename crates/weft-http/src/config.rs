@@ -55,8 +55,9 @@ pub struct Config {
     /// How long an open-file cache entry is served without looking at the file after it was
     /// last checked (nginx's `open_file_cache_valid`; zero: every request is answered on a
     /// check of the open descriptor that began after it arrived, so a file changed, replaced
-    /// or deleted before it was sent is never answered from the old entry). Within the window a changed file can be served as it was, or, if it shrank in
-    /// place and is sent from the descriptor, its response ends early with the connection.
+    /// or deleted before it was sent is never answered from the old entry). Within the window
+    /// a changed file can be served as it was, or, if it shrank in place and is sent from
+    /// the descriptor, its response ends early with the connection.
     pub open_file_cache_valid: Duration,
     /// Files up to this size are also kept in memory and sent with the head in one write
     /// (`0`: every body goes through `send_file`).

@@ -25,9 +25,10 @@
 //! wait group (`sync::wait_group::loom`), the forwarded-cancel queue (`io::driver::loom`), the
 //! write-behind completion hand-off (`io::behind_state::loom`), the home inbox
 //! (`runtime::home::loom`), the lent buffers given back on other threads
-//! (`io::lend::loom`) and the arrival tickets against checks (`io::arrival::loom`). Those models run the real code: a waiter in
-//! them is a loom thread parked through [`thread`], and a deadline passes at once (loom has no
-//! clock), so giving up races every step of the notifier. A lost wake-up shows as loom's
+//! (`io::lend::loom`) and the arrival tickets against checks (`io::arrival::loom`). Those
+//! models run the real code: a waiter in them is a loom thread parked through [`thread`], and
+//! a deadline passes at once (loom has no clock), so giving up races every step of the
+//! notifier. A lost wake-up shows as loom's
 //! "deadlock" panic, after which the test binary aborts (loom's thread-local destructor panics
 //! during that unwind): a failing model ends the run either way.
 
