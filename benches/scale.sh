@@ -14,7 +14,9 @@
 #        WEFT_ARGS= MEMCACHED_ARGS= VARIANTS= PEER_TWICE= HALT_POLL_NS= OUT=docs/bench
 #        MC_VALUE_BYTES=32 MC_KEYS=10000 MC_UPDATE_RATIO=0.03 GENERATORS="openloop weft-load")
 #   all         mc and http with the defaults (io_uring, the servers' default policy)
-#   variants    at 15,360 connections and 50 % of the peer's peak: epoll and the core policies
+#   variants    epoll and the core policies beside the defaults and the peer, at each CONNS:PERCENT
+#               of VARIANT_POINTS (default "15360:50": 15,360 connections at 50 % of the peer's
+#               peak; "1000:25 4000:50 15360:75" takes every connection count and rate once)
 #               (PROTOS="mc http" by default; one of them alone, so that WEFT_ARGS can carry
 #               cache flags such as `-o no_lru_maintainer,no_lru_crawler`)
 #   generators  weft's own generator (`weft load memcached`) against openloop on the same server
@@ -447,6 +449,40 @@ if g >= 0.9 and g >= s: print(f'# warning: the generator was busy {g:.2f} of its
   done
 }
 
+# variants_sweep PROTO : the `variants` mode for one protocol: at each CONNS:PERCENT of
+# VARIANT_POINTS (default "15360:50"; "1000:25 4000:50 15360:75" takes each connection count
+# and each rate once), ROUNDS rounds of the peer and weft with each backend and core policy,
+# at PERCENT of the peer's peak at CONNS (measured once per connection count).
+variants_sweep() {
+  local proto=$1 peer=memcached point_spec conns frac qps turn
+  [ "$proto" = http ] && peer=nginx
+  local -A peaks=()
+  local names=("$peer" weft "weft --io epoll" "weft --scheduler work-stealing"
+    "weft --scheduler relaxed-fifo" "weft --scheduler lifo-stealing" "weft --scheduler global-fifo")
+  # As in `sweep`: round_order from a random turn. Until 2026-11-30 every other round was
+  # only reversed, so the middle one of the seven (`--scheduler relaxed-fifo`) ran fourth in
+  # every round and the others each took the same two places in every table.
+  turn=$(first_turn "${names[@]}")
+  for point_spec in ${VARIANT_POINTS:-15360:50}; do
+    if ! [[ $point_spec =~ ^[0-9]+:[0-9]+$ ]]; then
+      echo "scale.sh: VARIANT_POINTS takes CONNS:PERCENT words (e.g. 1000:25), not '$point_spec'" >&2
+      exit 2
+    fi
+  done
+  for point_spec in ${VARIANT_POINTS:-15360:50}; do
+    conns=${point_spec%%:*} frac=${point_spec##*:}
+    if [ -z "${peaks[$conns]}" ]; then
+      peaks[$conns]=$(point "$proto" "$peer" "$conns" 400000 | python3 -c "import json,sys; print(int(json.load(sys.stdin)['actual_qps']))")
+      echo "# $proto: $peer peak at $conns connections: ${peaks[$conns]} req/s" >&2
+    fi
+    qps=$((peaks[$conns] * frac / 100))
+    for _ in $(seq "$ROUNDS"); do
+      one_round "$turn" "$proto" "$conns" "$qps" "$frac" "${peaks[$conns]}" "${names[@]}"
+      turn=$((turn + 1))
+    done
+  done
+}
+
 table() {
   python3 - "$work/table.jsonl" <<'EOF'
 import json, sys, statistics
@@ -525,22 +561,8 @@ all | mc | http)
   [ "$what" != mc ] && sweep http nginx "$again_http nginx weft $VARIANTS"
   ;;
 variants)
-  CONNS=15360
   for proto in ${PROTOS:-mc http}; do
-    peer=memcached
-    [ "$proto" = http ] && peer=nginx
-    peak=$(point "$proto" "$peer" 15360 400000 | python3 -c "import json,sys; print(int(json.load(sys.stdin)['actual_qps']))")
-    qps=$((peak / 2))
-    names=("$peer" weft "weft --io epoll" "weft --scheduler work-stealing"
-      "weft --scheduler relaxed-fifo" "weft --scheduler lifo-stealing" "weft --scheduler global-fifo")
-    # As in `sweep`: round_order from a random turn. Until 2026-11-30 every other round was
-    # only reversed, so the middle one of the seven (`--scheduler relaxed-fifo`) ran fourth
-    # in every round and the others each took the same two places in every table.
-    turn=$(first_turn "${names[@]}")
-    for _ in $(seq "$ROUNDS"); do
-      one_round "$turn" "$proto" 15360 "$qps" 50 "$peak" "${names[@]}"
-      turn=$((turn + 1))
-    done
+    variants_sweep "$proto"
   done
   ;;
 stalls)
