@@ -471,7 +471,7 @@ variants_sweep() {
   done
   for point_spec in ${VARIANT_POINTS:-15360:50}; do
     conns=${point_spec%%:*} frac=${point_spec##*:}
-    if [ -z "${peaks[$conns]}" ]; then
+    if [ -z "${peaks[$conns]:-}" ]; then
       peaks[$conns]=$(point "$proto" "$peer" "$conns" 400000 | python3 -c "import json,sys; print(int(json.load(sys.stdin)['actual_qps']))")
       echo "# $proto: $peer peak at $conns connections: ${peaks[$conns]} req/s" >&2
     fi

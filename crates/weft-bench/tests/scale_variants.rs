@@ -12,8 +12,10 @@ const SERVERS: usize = 7;
 
 /// `point` stubbed: a peak run (400,000 req/s offered) reports twice the connection count as
 /// its rate and is logged to `$work/peaks`; any other run is one row naming the server, the
-/// connection count and the rate.
-const PREAMBLE: &str = r#"work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+/// connection count and the rate. Under the script's own `set -euo pipefail`.
+const PREAMBLE: &str = r#"set -euo pipefail
+TURN0=
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 point() {
   if [ "$4" = 400000 ]; then echo "$2 $3" >>"$work/peaks"; printf '{"actual_qps": %s}\n' $(($3 * 2)); return; fi
   printf '{"server": "%s", "connections": %s, "qps": %s}\n' "$2" "$3" "$4"
@@ -91,7 +93,7 @@ fn without_variant_points_the_mode_runs_fifteen_thousand_connections_at_half_the
 fn a_point_that_is_not_connections_and_percent_is_refused_before_anything_runs() {
     for bad in ["15360", "1000:", "1000:25%", "a:50"] {
         let program =
-            "( variants_sweep mc ) 2>&1; echo \"rc=$?\"; cat \"$work/peaks\" 2>/dev/null; true\n";
+            "( variants_sweep mc ) 2>&1 || echo \"rc=$?\"; cat \"$work/peaks\" 2>/dev/null || true\n";
         let preamble = format!("{PREAMBLE}\nROUNDS=1 VARIANT_POINTS=\"4000:50 {bad}\"");
         let Some(lines) = run_bench_functions("scale.sh", FUNCTIONS, &preamble, program) else {
             return;
