@@ -454,7 +454,7 @@ if g >= 0.9 and g >= s: print(f'# warning: the generator was busy {g:.2f} of its
 # and each rate once), ROUNDS rounds of the peer and weft with each backend and core policy,
 # at PERCENT of the peer's peak at CONNS (measured once per connection count).
 variants_sweep() {
-  local proto=$1 peer=memcached point_spec conns frac qps turn
+  local proto=$1 peer=memcached points=${VARIANT_POINTS:-15360:50} point_spec conns frac qps turn
   [ "$proto" = http ] && peer=nginx
   local -A peaks=()
   local names=("$peer" weft "weft --io epoll" "weft --scheduler work-stealing"
@@ -463,13 +463,13 @@ variants_sweep() {
   # only reversed, so the middle one of the seven (`--scheduler relaxed-fifo`) ran fourth in
   # every round and the others each took the same two places in every table.
   turn=$(first_turn "${names[@]}")
-  for point_spec in ${VARIANT_POINTS:-15360:50}; do
+  for point_spec in $points; do
     if ! [[ $point_spec =~ ^[0-9]+:[0-9]+$ ]]; then
       echo "scale.sh: VARIANT_POINTS takes CONNS:PERCENT words (e.g. 1000:25), not '$point_spec'" >&2
       exit 2
     fi
   done
-  for point_spec in ${VARIANT_POINTS:-15360:50}; do
+  for point_spec in $points; do
     conns=${point_spec%%:*} frac=${point_spec##*:}
     if [ -z "${peaks[$conns]:-}" ]; then
       peaks[$conns]=$(point "$proto" "$peer" "$conns" 400000 | python3 -c "import json,sys; print(int(json.load(sys.stdin)['actual_qps']))")
