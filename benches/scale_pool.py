@@ -76,8 +76,16 @@ the server's p99 and busy CPU against that server's, round by round. `--signific
 `--ranks` rank the server given by `--server` (weft by default, also for the peer's second
 run) among the round's three runs.
 
+`--per-record` reads item 3 by its letter, one record (one table) at a time: a record meets it
+when at every point it has, the median of its rounds' p99 ratios is at most 1 and the median
+of their p999 ratios at most 2 (once over the 25 % and 50 % points, once over all three). It
+prints, per protocol, in how many records the server met it, and in how many of those taken
+with PEER_TWICE=1 the peer's second run met it against its first: the same binary twice,
+so how often the machine lets any server meet the letter in one table.
+
 Usage: benches/scale_pool.py RECORD.jsonl... [--server weft|peer-2|NAME] [--all]
        [--max-steal-ms N] [--against peer|peer-2|NAME] [--ranks] [--significance]
+       [--per-record]
 """
 import argparse
 import json
@@ -178,6 +186,9 @@ def main():
     ap.add_argument("--significance", action="store_true",
                     help="also test whether the server's (--server) p99 and CPU differ from the peer's by more "
                          "than chance")
+    ap.add_argument("--per-record", action="store_true",
+                    help="also judge item 3's letter record by record (every point's median p99 ratio at most 1, "
+                         "p999 at most 2), for the server and for the peer's second run against its first")
     args = ap.parse_args()
     if args.against == "peer-2" and args.server == "peer-2":
         sys.exit("scale_pool.py: --against peer-2 needs a server other than peer-2")
@@ -230,6 +241,53 @@ def main():
         print_ranks(args.records, args.all, ranked(args.server))
     if args.significance:
         print_significance(args.records, args.all, ranked(args.server))
+    if args.per_record:
+        print_per_record(args.records, args.all, args.server)
+
+
+def letter_met(pairs_by_point):
+    """Whether one record meets item 3's letter: (over its 25 % and 50 % points, over all its
+    points), each point judged by the medians of its rounds' p99 and p999 ratios."""
+    def met(point):
+        pairs = pairs_by_point[point]
+        p99 = [a["p99_us"] / b["p99_us"] for a, b in pairs if b.get("p99_us")]
+        p999 = [a["p999_us"] / b["p999_us"] for a, b in pairs if b.get("p999_us")]
+        return bool(p99) and statistics.median(p99) <= 1 and (not p999 or statistics.median(p999) <= 2)
+    low = [point for point in pairs_by_point if point[2] in (25, 50)]
+    return all(met(point) for point in low), all(met(point) for point in pairs_by_point)
+
+
+def print_per_record(paths, everything, server="weft"):
+    """Item 3 by its letter, one record at a time, for the server and, in records taken with
+    PEER_TWICE=1, for the peer's second run against its first (the A/A control)."""
+    counts = {}
+    for path in paths:
+        mine, control = {}, {}
+        for point, a, b in rounds(path, server, everything):
+            mine.setdefault(point, []).append((a, b))
+        for point, a, b in rounds(path, "peer-2", everything):
+            control.setdefault(point, []).append((a, b))
+        for proto in sorted({point[0] for point in mine}):
+            ours = {p: v for p, v in mine.items() if p[0] == proto}
+            # Only tables of the whole sweep: a record of one connection count says less.
+            if len({p[1] for p in ours}) < 2:
+                continue
+            c = counts.setdefault(proto, {"n": 0, "low": 0, "all": 0, "cn": 0, "clow": 0, "call": 0})
+            low, whole = letter_met(ours)
+            c["n"] += 1
+            c["low"] += low
+            c["all"] += whole
+            theirs = {p: v for p, v in control.items() if p[0] == proto}
+            if theirs.keys() == ours.keys():
+                low, whole = letter_met(theirs)
+                c["cn"] += 1
+                c["clow"] += low
+                c["call"] += whole
+    for proto, c in sorted(counts.items()):
+        peer = PEERS.get(proto, "the peer")
+        print(f"\n{proto}, item 3's letter one table at a time: {server} met it at every 25 % and 50 % point in "
+              f"{c['low']} of {c['n']} records, at every point in {c['all']}; {peer}'s second run against "
+              f"its first in {c['clow']} and {c['call']} of {c['cn']}")
 
 
 def print_ranks(paths, everything, server="weft"):

@@ -3,7 +3,8 @@
 //! place in turn is not; the control's own split (the peer's two runs) is printed beside. A
 //! record's idle poll counts only under the cpuidle driver that reads it, and a variant is
 //! paired with the defaults it ran beside (`--against weft`). Each point is held against the
-//! peer's second run, the server and the peer's first run alike.
+//! peer's second run, the server and the peer's first run alike. `--per-record` judges item
+//! 3's letter one table at a time, beside the peer against itself.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -359,5 +360,73 @@ fn cpu_0s_own_busy_time_is_tested_beside_the_servers_own() {
             "CPU 0 busier with weft than with the peer in 20 of 40 rounds (sign test p 1.000)"
         ),
         "{out}"
+    );
+}
+
+/// A record of two connection counts (1,000 and 4,000) at 25 % and 50 % of a 100,000 req/s
+/// peak, four rounds a point in scale.sh's order; `p99` gives (weft, memcached, memcached-2)
+/// for a point's connection count and fraction. Every p999 is four times its p99.
+fn sweep_record(dir: &Path, name: &str, p99: impl Fn(u32, u32) -> [u32; 3]) -> PathBuf {
+    let mut lines = Vec::new();
+    for conns in [1000, 4000] {
+        let at = |r: String| {
+            r.replace(
+                r#""connections": 1000"#,
+                &format!(r#""connections": {conns}"#),
+            )
+        };
+        lines.push(at(row("memcached", 400_000, 100_000, 600_000, 0.9)));
+        for fraction in [25, 50] {
+            let offered = fraction * 1000;
+            for _ in 0..4 {
+                let [weft, peer, peer2] = p99(conns, fraction);
+                lines.push(at(row("weft", offered, offered, weft, 0.5)));
+                lines.push(at(row("memcached", offered, offered, peer, 0.5)));
+                lines.push(at(row("memcached-2", offered, offered, peer2, 0.5)));
+            }
+        }
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, lines.join("\n") + "\n").expect("write the record");
+    path
+}
+
+#[test]
+fn the_letter_is_judged_one_table_at_a_time_beside_the_peer_against_itself() {
+    let dir = scratch("letter");
+    // Under the peer at every point: met; the peer's second run over its first at one point.
+    let under = sweep_record(&dir, "under.jsonl", |conns, fraction| {
+        let peer2 = if (conns, fraction) == (4000, 50) {
+            150
+        } else {
+            100
+        };
+        [90, 100, peer2]
+    });
+    // Level everywhere but one point, where weft's p99 is over: not met; the control is.
+    let over = sweep_record(&dir, "over.jsonl", |conns, fraction| {
+        let weft = if (conns, fraction) == (1000, 25) {
+            120
+        } else {
+            100
+        };
+        [weft, 100, 100]
+    });
+    let Some(out) = pool(&[
+        under.as_os_str(),
+        over.as_os_str(),
+        OsStr::new("--per-record"),
+    ]) else {
+        return;
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.stdout.contains(
+            "mc, item 3's letter one table at a time: weft met it at every 25 % and 50 % point in \
+             1 of 2 records, at every point in 1; memcached's second run against its first in 1 \
+             and 1 of 2"
+        ),
+        "{}",
+        out.stdout
     );
 }
