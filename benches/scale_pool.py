@@ -54,7 +54,9 @@ two-sided p of its distance from 2 (normal approximation), and three exact sign 
 p99 against the peer's second run, the peer's first run against its second (the control's
 own split: the same binary twice, so any lean it shows is the machine's and the order's, and
 weft's split is read against it), and weft's busy CPU against the peer's first run (its own
-time, and, in records since 2026-11-30 23:00, CPU 0's busy time whoever ran). Records
+time, and, in records since 2026-11-30 23:00, CPU 0's busy time whoever ran), then the body
+of the distribution: weft's p50 and p90 over the peer's, each beside the peer's first run
+over its second (a shift there is every request's, not a few unlucky ones'). Records
 before 2026-11-27 23:00 ran the three in the order peer-2, peer, weft and its reverse, so the
 peer's first run was always in the middle of its round and weft and the second run at the
 ends: there the second run is the fair one to hold weft against. Later records rotate the
@@ -436,6 +438,21 @@ def significance_lines(proto, rows, server="weft"):
     # leaves out the softirqs that run while its CPU is otherwise idle, so this is the fairer
     # count of the work a server costs its CPU.
     over_in("server_cpu0_busy", f"CPU 0 busier with {server} than with the peer")
+    # The body of the distribution beside its tail: a server whose p50 and p90 sit over the
+    # peer's round after round, while the peer's two runs split evenly, is slower in every
+    # request, not unlucky in a few (docs/notes/scale.md, the fifty-ninth session).
+    for field, name in (("p50_us", "p50"), ("p90_us", "p90")):
+        mine = [(w.get(field), p.get(field)) for w, p, _ in rows]
+        control = [(p.get(field), p2.get(field)) for _, p, p2 in rows]
+        mine = [(a, b) for a, b in mine if a and b and a != b]
+        control = [(a, b) for a, b in control if a and b and a != b]
+        if mine:
+            over = sum(a > b for a, b in mine)
+            first = sum(a > b for a, b in control)
+            lines.append(f"{proto}: {server}'s {name} over the peer's in {over} of {len(mine)} rounds "
+                         f"(ties left out; sign test p {shown_p(sign_test_p(over, len(mine)))}); the "
+                         f"peer's over its second run's in {first} of {len(control)} "
+                         f"(p {shown_p(sign_test_p(first, len(control)))})")
     return lines
 
 

@@ -4,7 +4,8 @@
 //! record's idle poll counts only under the cpuidle driver that reads it, and a variant is
 //! paired with the defaults it ran beside (`--against weft`). Each point is held against the
 //! peer's second run, the server and the peer's first run alike. `--per-record` judges item
-//! 3's letter one table at a time, beside the peer against itself.
+//! 3's letter one table at a time, beside the peer against itself. The p50 and p90 get the
+//! same sign test as the busy CPU, each beside the peer's two runs.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -14,7 +15,9 @@ use weft_testkit::{run_bench_script, scratch_dir, ScriptRun};
 /// One record row, in the fields scale_pool.py reads.
 fn row(server: &str, offered: u32, actual: u32, p99_us: u32, busy: f64) -> String {
     format!(
-        r#"{{"proto": "mc", "connections": 1000, "offered_qps": {offered}, "actual_qps": {actual}, "p99_us": {p99_us}, "p999_us": {}, "server": "{server}", "server_busy": {busy}, "isolate": "fifo", "guest_halt_poll_ns": 200000}}"#,
+        r#"{{"proto": "mc", "connections": 1000, "offered_qps": {offered}, "actual_qps": {actual}, "p50_us": {}, "p90_us": {}, "p99_us": {p99_us}, "p999_us": {}, "server": "{server}", "server_busy": {busy}, "isolate": "fifo", "guest_halt_poll_ns": 200000}}"#,
+        p99_us / 2,
+        p99_us * 3 / 4,
         p99_us * 4
     )
 }
@@ -83,6 +86,16 @@ fn a_server_slowest_and_busiest_in_every_round_is_told_apart() {
         ),
         "{out}"
     );
+    // The body of the distribution (a row's p50 and p90 follow its p99 here).
+    for name in ["p50", "p90"] {
+        assert!(
+            out.contains(&format!(
+                "weft's {name} over the peer's in 40 of 40 rounds (ties left out; sign test p < 0.001); \
+                 the peer's over its second run's in 0 of 40 (p < 0.001)"
+            )),
+            "{out}"
+        );
+    }
 }
 
 #[test]
@@ -115,6 +128,15 @@ fn a_server_that_takes_each_place_in_turn_is_not() {
     assert!(
         out.contains(
             "the peer's p99 under its second run's in 24 of 36 rounds (ties left out; sign test p 0.065)"
+        ),
+        "{out}"
+    );
+    // The body: weft over the peer where it ranks 3 (12 rounds), the peer over its second run
+    // where the second ranks 1 (12): neither apart.
+    assert!(
+        out.contains(
+            "weft's p50 over the peer's in 12 of 36 rounds (ties left out; sign test p 0.065); \
+             the peer's over its second run's in 12 of 36 (p 0.065)"
         ),
         "{out}"
     );
