@@ -424,14 +424,19 @@ def significance_lines(proto, rows, server="weft"):
     lines.append(f"{proto}: the peer's p99 under its second run's in {first} of {n_control} rounds "
                  f"(ties left out; sign test p {shown_p(sign_test_p(first, n_control))}): the "
                  f"control's own split")
+    def split(field, first, second):
+        """Rounds where run `first` of the triple has the larger `field` than run `second`,
+        and the rounds with both present and unequal."""
+        pairs = [(t[first].get(field), t[second].get(field)) for t in rows]
+        pairs = [(a, b) for a, b in pairs if a and b and a != b]
+        return sum(a > b for a, b in pairs), len(pairs)
+
     def over_in(field, says):
         """The sign test of `field` (weft's round against the peer's), as the line `says`."""
-        pairs = [(w.get(field), p.get(field)) for w, p, _ in rows]
-        pairs = [(a, b) for a, b in pairs if a and b and a != b]
-        if pairs:
-            over = sum(a > b for a, b in pairs)
-            lines.append(f"{proto}: {says} in {over} of {len(pairs)} rounds "
-                         f"(sign test p {shown_p(sign_test_p(over, len(pairs)))})")
+        over, n = split(field, 0, 1)
+        if n:
+            lines.append(f"{proto}: {says} in {over} of {n} rounds "
+                         f"(sign test p {shown_p(sign_test_p(over, n))})")
 
     over_in("server_busy", f"{server}'s busy CPU over the peer's")
     # CPU 0's own busy time, whoever ran (records since 2026-11-30 23:00): a server's own time
@@ -442,17 +447,13 @@ def significance_lines(proto, rows, server="weft"):
     # peer's round after round, while the peer's two runs split evenly, is slower in every
     # request, not unlucky in a few (docs/notes/scale.md, the fifty-ninth session).
     for field, name in (("p50_us", "p50"), ("p90_us", "p90")):
-        mine = [(w.get(field), p.get(field)) for w, p, _ in rows]
-        control = [(p.get(field), p2.get(field)) for _, p, p2 in rows]
-        mine = [(a, b) for a, b in mine if a and b and a != b]
-        control = [(a, b) for a, b in control if a and b and a != b]
-        if mine:
-            over = sum(a > b for a, b in mine)
-            first = sum(a > b for a, b in control)
-            lines.append(f"{proto}: {server}'s {name} over the peer's in {over} of {len(mine)} rounds "
-                         f"(ties left out; sign test p {shown_p(sign_test_p(over, len(mine)))}); the "
-                         f"peer's over its second run's in {first} of {len(control)} "
-                         f"(p {shown_p(sign_test_p(first, len(control)))})")
+        over, n = split(field, 0, 1)
+        first, m = split(field, 1, 2)
+        if n:
+            lines.append(f"{proto}: {server}'s {name} over the peer's in {over} of {n} rounds "
+                         f"(ties left out; sign test p {shown_p(sign_test_p(over, n))}); the "
+                         f"peer's over its second run's in {first} of {m} "
+                         f"(p {shown_p(sign_test_p(first, m))})")
     return lines
 
 

@@ -22,9 +22,9 @@ occurrence is kept; the episode's events in time order give its segments ("a -> 
 per segment seen in at least a tenth of the episodes, the count, p50 and mean in
 microseconds, and the episode's whole length (`total`), then what the server does after its
 reply until it switches out (`reply -> asleep`, to the first switch away from a serving
-thread, another reply's work included) and its whole stay on the CPU (`switch -> asleep`). Each tracepoint a path crosses adds
-its own cost to the segment it ends, so compare paths with like numbers of tracepoints, or
-the totals with that in mind.
+thread, another reply's work included) and its whole stay on the CPU (`switch -> asleep`).
+Each tracepoint a path crosses adds its own cost to the segment it ends, so compare paths
+with like numbers of tracepoints, or the totals with that in mind.
 """
 import argparse
 import json
@@ -68,6 +68,7 @@ def episodes(lines, prefixes, cpu=0, ack_len=66):
             short = "reply"
         current.setdefault(short, t)
         if short == "reply":
+            # `replied` stays open for its switch away (`asleep`), at `replied_at`'s offset.
             replied_at = current["switch"]
             replied = {k: v - replied_at for k, v in current.items()}
             found.append(replied)
